@@ -1,0 +1,130 @@
+"""Checkpoint bookkeeping (pure Python, no torch).
+
+A checkpoint is the folder <root>/step_<NNNNNNNN>/ written by DeepSpeed's
+save_checkpoint. It counts as complete only once rank 0 has written
+MANIFEST.json into it (atomically: temp file, fsync, rename) after all ranks
+finished writing; the manifest lists every file with its size and sha256. On
+start the newest checkpoint whose manifest exists and matches the files is
+chosen, so a half-written or corrupted checkpoint is never picked up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "MANIFEST.json"
+_TAG = re.compile(r"^step_(\d{8,})$")
+
+
+def tag_for_step(step: int) -> str:
+    return f"step_{step:08d}"
+
+
+def step_of_tag(tag: str) -> int | None:
+    m = _TAG.match(tag)
+    return int(m.group(1)) if m else None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _files(ckpt: Path) -> list[Path]:
+    return sorted(p for p in ckpt.rglob("*") if p.is_file() and p.name != MANIFEST
+                  and not p.name.startswith(MANIFEST))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_manifest(ckpt: Path, step: int, extra: dict[str, Any] | None = None) -> Path:
+    """Mark a fully written checkpoint folder complete (call once, on one rank)."""
+    files = {str(p.relative_to(ckpt)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+             for p in _files(ckpt)}
+    if not files:
+        raise ValueError(f"checkpoint {ckpt} has no files")
+    body = {"step": step, "files": files, **(extra or {})}
+    tmp = ckpt / f"{MANIFEST}.tmp"
+    with tmp.open("w") as f:
+        json.dump(body, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, ckpt / MANIFEST)
+    _fsync_dir(ckpt)
+    return ckpt / MANIFEST
+
+
+def verify(ckpt: Path, hashes: bool = True) -> str | None:
+    """None when ckpt is complete and intact, else the reason it is not."""
+    mpath = ckpt / MANIFEST
+    if not mpath.is_file():
+        return "no manifest (incomplete)"
+    try:
+        body = json.loads(mpath.read_text())
+        files = body["files"]
+        step = body["step"]
+    except (ValueError, KeyError, TypeError):
+        return "unreadable manifest"
+    if step != step_of_tag(ckpt.name):
+        return f"manifest step {step} does not match folder name"
+    for rel, meta in files.items():
+        p = ckpt / rel
+        if not p.is_file():
+            return f"missing file {rel}"
+        if p.stat().st_size != meta.get("size"):
+            return f"size mismatch in {rel}"
+        if hashes and _sha256(p) != meta.get("sha256"):
+            return f"checksum mismatch in {rel}"
+    return None
+
+
+def candidates(root: Path) -> list[tuple[int, Path]]:
+    """All step_* folders under root, newest first (complete or not)."""
+    if not root.is_dir():
+        return []
+    out = [(s, p) for p in root.iterdir() if p.is_dir() and (s := step_of_tag(p.name)) is not None]
+    return sorted(out, reverse=True)
+
+
+def select_latest(root: Path, hashes: bool = True) -> tuple[tuple[int, str] | None, list[str]]:
+    """(step, tag) of the newest complete checkpoint (or None) and notes on skipped ones."""
+    skipped: list[str] = []
+    for step, path in candidates(root):
+        reason = verify(path, hashes=hashes)
+        if reason is None:
+            return (step, path.name), skipped
+        skipped.append(f"{path.name}: {reason}")
+    return None, skipped
+
+
+def prune(root: Path, keep: int) -> list[str]:
+    """Delete complete checkpoints beyond the newest `keep`, and incomplete ones older
+    than the newest complete one. Returns the removed tags."""
+    removed: list[str] = []
+    complete_seen = 0
+    for _step, path in candidates(root):
+        ok = (path / MANIFEST).is_file()
+        if ok:
+            complete_seen += 1
+            if complete_seen <= keep:
+                continue
+        elif complete_seen == 0:
+            continue  # may still be being written by a live run: leave it
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path.name)
+    return removed

@@ -1,0 +1,244 @@
+"""dss-train: DeepSpeed training of TinyGPT on the synthetic corpus.
+
+Launch with `deepspeed` (pdsh over ssh with a hostfile, or --no_ssh with a node
+rank), with `torchrun`, or plain `python train.py` for one process. See the
+module docstring of train.py for the flags and environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from . import DssError
+from . import checkpoints as ck
+from .config import apply_overrides, check_world_size, load_ds_config, parse_hostfile, validate_ds_config
+from .launch import needs_master_wait, read_dist_env, wait_for_master
+
+HERE = Path(__file__).resolve().parent.parent
+log = logging.getLogger("dss-train")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="train.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", default=_env("DSS_RUN", "default"), help="run name (folders under data dir)")
+    p.add_argument("--steps", type=int, default=int(_env("DSS_STEPS", "200")),
+                   help="train until this optimizer step")
+    p.add_argument("--ckpt-every", type=int, default=int(_env("DSS_CKPT_EVERY", "10")))
+    p.add_argument("--keep", type=int, default=int(_env("DSS_CKPT_KEEP", "3")),
+                   help="complete checkpoints to keep")
+    p.add_argument("--data-dir", default=_env("DSS_DATA_DIR", "/data"))
+    p.add_argument("--ds-config", default=_env("DSS_DS_CONFIG", str(HERE / "ds_config.json")))
+    p.add_argument("--zero-stage", type=int, default=(int(os.environ["DSS_ZERO_STAGE"])
+                   if os.environ.get("DSS_ZERO_STAGE") else None))
+    p.add_argument("--lr", type=float, default=(float(os.environ["DSS_LR"])
+                   if os.environ.get("DSS_LR") else None), help="override the peak learning rate")
+    p.add_argument("--hostfile", default=_env("DSS_HOSTFILE", ""),
+                   help="if set, WORLD_SIZE must equal its total slots")
+    p.add_argument("--master-timeout", type=float, default=float(_env("DSS_MASTER_TIMEOUT", "120")))
+    p.add_argument("--seed", type=int, default=int(_env("DSS_SEED", "1234")))
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--threads", type=int, default=int(_env("DSS_THREADS", "0")),
+                   help="torch CPU threads per rank (0: cores / local ranks)")
+    p.add_argument("--step-sleep", type=float, default=float(_env("DSS_STEP_SLEEP", "0")),
+                   help="seconds to sleep after each step (tests)")
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None,
+                   help=argparse.SUPPRESS)  # passed by deepspeed's launcher; LOCAL_RANK env wins
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.ckpt_every < 1 or args.keep < 1:
+        p.error("--steps, --ckpt-every and --keep must be >= 1")
+    return args
+
+
+def setup_logging(log_dir: Path, rank: int) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    fh = logging.FileHandler(log_dir / f"rank{rank}.log")
+    fh.setFormatter(logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(fh)
+    root.setLevel(logging.INFO)
+    # DeepSpeed's own logger does not propagate: send it to the rank file, not stdout.
+    ds = logging.getLogger("DeepSpeed")
+    ds.handlers = [fh]
+    ds.propagate = False
+
+
+class StopFlag:
+    def __init__(self) -> None:
+        self.signum = 0
+        signal.signal(signal.SIGTERM, self._handler)
+        signal.signal(signal.SIGINT, self._handler)
+
+    def _handler(self, signum: int, _frame: Any) -> None:
+        self.signum = signum
+
+
+def train(args: argparse.Namespace) -> int:
+    dist_env = read_dist_env(os.environ)
+    if args.hostfile:
+        hf = Path(args.hostfile)
+        if not hf.is_file():
+            raise DssError(f"hostfile not found: {hf}")
+        check_world_size(parse_hostfile(hf.read_text(), str(hf)), dist_env.world_size, str(hf))
+    cfg = validate_ds_config(apply_overrides(load_ds_config(args.ds_config), args.zero_stage, args.lr),
+                             dist_env.world_size, args.ds_config)
+    stop = StopFlag()  # before the slow imports, so an early SIGTERM is not lost
+
+    data_dir = Path(args.data_dir)
+    log_dir, ckpt_root = data_dir / "logs" / args.run, data_dir / "checkpoints" / args.run
+    try:
+        ckpt_root.mkdir(parents=True, exist_ok=True)
+        setup_logging(log_dir, dist_env.rank)
+    except OSError as e:
+        raise DssError(f"cannot write under {data_dir}: {e.strerror}") from None
+    if "RANK" not in os.environ:  # single process: give torch.distributed an env
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=os.environ.get("MASTER_PORT", "29500"))
+    if needs_master_wait(os.environ, dist_env):
+        wait_for_master(dist_env.master_addr, dist_env.master_port, args.master_timeout)
+
+    import deepspeed
+    import torch
+    import torch.distributed as dist
+    from deepspeed.accelerator import get_accelerator
+
+    from .data import SyntheticCorpus
+    from .model import TinyGPT
+
+    acc = get_accelerator()
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if acc.device_name() == "cpu":
+        torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // local_world))
+    try:
+        deepspeed.init_distributed(dist_backend=acc.communication_backend_name(),
+                                   auto_mpi_discovery=False,
+                                   timeout=timedelta(seconds=args.master_timeout))
+    except Exception as e:  # noqa: BLE001 - name the cause in one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DssError(f"could not join the process group at {dist_env.master_addr}:"
+                       f"{dist_env.master_port} (rank {dist_env.rank}/{dist_env.world_size}, "
+                       f"backend {acc.communication_backend_name()}): {first}") from None
+    rank, world = dist.get_rank(), dist.get_world_size()
+    log.info("joined: rank %d/%d backend %s device %s", rank, world,
+             acc.communication_backend_name(), acc.device_name())
+
+    torch.manual_seed(args.seed)
+    model = TinyGPT(args.vocab, args.seq_len, args.dim, args.layers, args.heads)
+    n_params = sum(p.numel() for p in model.parameters())
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config=cfg)
+    device = engine.device
+    mbs, ga = cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]
+    corpus = SyntheticCorpus(args.vocab, args.seq_len, args.seed)
+
+    # Resume: rank 0 chooses (shared data dir), everyone loads the same tag.
+    choice: list[Any] = [None]
+    if rank == 0:
+        chosen, skipped = ck.select_latest(ckpt_root)
+        for note in skipped:
+            log.warning("skipping checkpoint %s", note)
+            print(f"[dss-train] skipping checkpoint {note}", flush=True)
+        choice[0] = chosen
+    dist.broadcast_object_list(choice, src=0)
+    start = 0
+    if choice[0] is not None:
+        step0, tag = choice[0]
+        _, client = engine.load_checkpoint(str(ckpt_root), tag=tag)
+        start = int((client or {}).get("step", step0))
+        log.info("resumed from %s at step %d", tag, start)
+        if rank == 0:
+            print(f"[dss-train] resumed from {ckpt_root / tag}, next step {start + 1}", flush=True)
+    elif rank == 0:
+        print(f"[dss-train] run {args.run}: {n_params / 1e6:.2f}M params, world {world}, "
+              f"zero stage {cfg.get('zero_optimization', {}).get('stage', 0)}, "
+              f"device {acc.device_name()}, starting at step 1", flush=True)
+
+    metrics = (log_dir / "metrics.jsonl").open("a") if rank == 0 else None
+
+    def save(step: int) -> None:
+        tag = ck.tag_for_step(step)
+        engine.save_checkpoint(str(ckpt_root), tag=tag, client_state={"step": step, "run": args.run},
+                               save_latest=False)
+        dist.barrier()
+        if rank == 0:
+            ck.write_manifest(ckpt_root / tag, step, {"world_size": world, "run": args.run})
+            for old in ck.prune(ckpt_root, args.keep):
+                log.info("pruned checkpoint %s", old)
+            print(f"[dss-train] checkpoint {tag} saved", flush=True)
+        dist.barrier()
+        log.info("checkpoint %s complete", tag)
+
+    engine.train()
+    step = start
+    last_saved = start
+    tokens_per_sample = args.seq_len
+    while step < args.steps:
+        step += 1
+        t0 = time.perf_counter()
+        loss_sum = 0.0
+        for m in range(ga):
+            batch = corpus.batch(step, m, rank, world, ga, mbs).to(device)
+            loss = engine(batch)
+            engine.backward(loss)
+            engine.step()
+            loss_sum += float(loss.detach())
+        # One collective per step: mean loss over ranks, and whether any rank was told to stop.
+        t = torch.tensor([loss_sum / ga, float(stop.signum != 0)], dtype=torch.float64)
+        dist.all_reduce(t)
+        loss_avg, stopping = t[0].item() / world, t[1].item() > 0
+        dt = time.perf_counter() - t0
+        samples = mbs * ga * world
+        if metrics is not None:
+            lr = engine.get_lr()[0] if engine.get_lr() else 0.0
+            rec = {"step": step, "loss": round(loss_avg, 6), "lr": lr, "samples_per_s": samples / dt,
+                   "tokens_per_s": samples * tokens_per_sample / dt, "step_time_s": dt,
+                   "world_size": world, "time": time.time()}
+            metrics.write(json.dumps(rec) + "\n")
+            metrics.flush()
+            print(f"step {step}/{args.steps} loss {loss_avg:.4f} lr {lr:.2e} "
+                  f"{samples / dt:.1f} samples/s {samples * tokens_per_sample / dt:.0f} tok/s",
+                  flush=True)
+        log.info("step %d loss %.6f %.3fs", step, loss_avg, dt)
+        if stopping or step % args.ckpt_every == 0 or step == args.steps:
+            save(step)
+            last_saved = step
+        if stopping:
+            log.info("stop requested (signal): checkpoint saved at step %d, exiting", step)
+            if rank == 0:
+                print(f"[dss-train] stopped by signal after step {step}; checkpoint saved", flush=True)
+            break
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
+    assert last_saved == step or step == start
+    if metrics is not None:
+        metrics.close()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return train(args)
+    except DssError as e:
+        print(f"dss-train: error: {e}", file=sys.stderr, flush=True)
+        logging.getLogger("dss-train").error("%s", e)
+        return 2

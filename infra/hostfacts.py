@@ -1,0 +1,214 @@
+"""HostFacts: what each host really has, read from the host, checked against config.
+
+A `command.remote.Command` has no Read, so `pulumi refresh` would never look at
+the host again. Instead each host gets a dynamic resource whose `read` re-reads
+the facts over SSH and reports them *as its inputs*: after a refresh, the engine
+diffs the config's expected facts against what the host has, so
+`pulumi preview --refresh --expect-no-changes` fails naming the resource
+(`<stack>-facts-<host>`) and the fact (`expected.gpu_count: 7 => 8`).
+
+Create and update are the preflight: they refuse, with the host and fact named,
+before any service is created on a host that lacks GPUs, whose NIC cannot carry
+the overlay, or whose NVIDIA driver is older than the configured minimum.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+
+from infra.config import Host, StackConfig
+from infra.hostops import HostError, ssh_run
+
+# One round trip per host. Prints key=value lines; unknown tools print nothing.
+FACTS_SCRIPT = r"""set -u
+echo "hostname=$(hostname)"
+echo "nic_mtu=$(cat /sys/class/net/{nic}/mtu 2>/dev/null || echo 0)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=uuid,driver_version --format=csv,noheader,nounits |
+    while IFS=', ' read -r uuid drv; do echo "gpu=$uuid"; echo "driver=$drv"; done
+fi
+echo "docker=$(docker version --format '{{{{.Server.Version}}}}' 2>/dev/null || true)"
+"""
+
+
+def parse_facts(text: str) -> dict[str, Any]:
+    """Parse FACTS_SCRIPT output into observed facts."""
+    gpus: list[str] = []
+    drivers: set[str] = set()
+    out: dict[str, Any] = {"hostname": "", "nic_mtu": 0, "docker_version": ""}
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if key == "hostname":
+            out["hostname"] = value
+        elif key == "nic_mtu":
+            out["nic_mtu"] = int(value) if value.isdigit() else 0
+        elif key == "gpu" and value:
+            gpus.append(value)
+        elif key == "driver" and value:
+            drivers.add(value)
+        elif key == "docker":
+            out["docker_version"] = value
+    out["gpu_uuids"] = sorted(gpus)
+    out["driver_version"] = min(drivers, key=version_tuple) if drivers else ""
+    return out
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    """`550.54.15` -> (550, 54, 15); non-numeric parts count as 0."""
+    return tuple(int(p) if p.isdigit() else 0 for p in v.split("."))
+
+
+def expected_facts(cfg: StackConfig, host: Host) -> dict[str, Any]:
+    """The facts the config promises for a host (the resource's `expected` input)."""
+    exp: dict[str, Any] = {
+        "hostname": host.name,
+        "gpu_count": host.gpus.count,
+        "nic_mtu": cfg.network.underlay_mtu,
+    }
+    if host.gpus.uuids is not None:
+        exp["gpu_uuids"] = sorted(host.gpus.uuids)
+    if host.gpus.count:
+        exp["driver_meets_minimum"] = True
+    return exp
+
+
+def compare(expected: dict[str, Any], observed: dict[str, Any], min_driver: str) -> dict[str, Any]:
+    """Observed facts in the shape of `expected`, so the two can be diffed key by key."""
+    seen: dict[str, Any] = {
+        "hostname": observed["hostname"],
+        "gpu_count": len(observed["gpu_uuids"]),
+        "nic_mtu": observed["nic_mtu"],
+    }
+    if "gpu_uuids" in expected:
+        seen["gpu_uuids"] = observed["gpu_uuids"]
+    if "driver_meets_minimum" in expected:
+        drv = observed["driver_version"]
+        seen["driver_meets_minimum"] = bool(drv) and version_tuple(drv) >= version_tuple(
+            min_driver
+        )
+    return seen
+
+
+def mismatches(
+    host: str, expected: dict[str, Any], seen: dict[str, Any], observed: dict[str, Any],
+    min_driver: str, needed_mtu: int,
+) -> list[str]:
+    """Human sentences for every fact that differs, naming host, fact and both values."""
+    out = []
+    for key, want in expected.items():
+        got = seen.get(key)
+        if got == want:
+            continue
+        if key == "driver_meets_minimum":
+            out.append(
+                f"host {host}: NVIDIA driver {observed['driver_version'] or 'missing'} is older "
+                f"than preflight.min_driver_version {min_driver}"
+            )
+        elif key == "nic_mtu":
+            small = " (too small for the overlay)" if int(got or 0) < needed_mtu else ""
+            out.append(
+                f"host {host}: NIC MTU is {got}, config network.underlay_mtu says {want}"
+                f"{small}; the overlay needs at least {needed_mtu}"
+            )
+        else:
+            out.append(f"host {host}: {key} is {got!r}, config says {want!r}")
+    return out
+
+
+class HostFactsProvider(ResourceProvider):
+    """Reads host facts over SSH; refuses to create/update while they differ."""
+
+    def _observe(self, props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        text = ssh_run(props["ssh"], FACTS_SCRIPT.format(nic=props["nic"]))
+        observed = parse_facts(text)
+        return observed, compare(props["expected"], observed, props["min_driver"])
+
+    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+        try:
+            observed, seen = self._observe(props)
+        except HostError as e:
+            raise Exception(f"preflight: host {props['host']} unreachable: {e}") from None
+        problems = mismatches(
+            props["host"], props["expected"], seen, observed, props["min_driver"],
+            props["needed_mtu"],
+        )
+        if problems:
+            raise Exception("preflight failed:\n  " + "\n  ".join(problems))
+        return {**props, "observed": observed}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"facts-{props['host']}", outs=self._apply(props))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> Any:
+        from pulumi.dynamic import UpdateResult
+
+        return UpdateResult(outs=self._apply(news))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = ("expected", "nic", "min_driver", "ssh", "needed_mtu")
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        observed, seen = self._observe(props)
+        # Report what the host has as the expected facts: the next diff against the
+        # program's expectations then names each drifted fact.
+        return ReadResult(
+            id_=id_,
+            outs={**props, "expected": seen, "observed": observed},
+            inputs={k: v for k, v in props.items() if k != "observed"} | {"expected": seen},
+        )
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Facts are only read; nothing on the host to remove."""
+
+
+class HostFactsResource(Resource):
+    """The facts of one host (dynamic resource)."""
+
+    observed: pulumi.Output[dict[str, Any]]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(HostFactsProvider(), name, {**props, "observed": None}, opts)
+
+
+def ssh_target(cfg: StackConfig, host: Host) -> dict[str, Any]:
+    """How the operator's machine reaches a host over SSH (no secrets: agent or key file)."""
+    target: dict[str, Any] = {"user": host.ssh_user, "address": host.address, "port": host.ssh_port}
+    if cfg.preflight.ssh_private_key_file:
+        target["key_file"] = cfg.preflight.ssh_private_key_file
+    return target
+
+
+class HostFacts(pulumi.ComponentResource):
+    """Preflight and drift detection for every host of the stack."""
+
+    facts: dict[str, HostFactsResource]
+    """Per host name, its facts resource (services depend on all of them)."""
+
+    def __init__(
+        self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("deepspeed-swarm:hostfacts:HostFacts", name, None, opts)
+        needed = cfg.network.mtu + cfg.network.overhead
+        self.facts = {
+            h.name: HostFactsResource(
+                f"{name}-{h.name}",
+                {
+                    "host": h.name,
+                    "ssh": ssh_target(cfg, h),
+                    "nic": h.nic,
+                    "min_driver": cfg.preflight.min_driver_version,
+                    "needed_mtu": needed,
+                    "expected": expected_facts(cfg, h),
+                },
+                pulumi.ResourceOptions(parent=self),
+            )
+            for h in cfg.hosts
+        }
+        self.register_outputs({h: f.observed for h, f in self.facts.items()})

@@ -1,0 +1,74 @@
+"""Talking to hosts from inside dynamic providers: SSH commands and Docker API clients.
+
+Dynamic providers are pickled into the state and run in a separate process, so
+clients are created inside each call from plain inputs (never held on the
+provider object).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+SSH_TIMEOUT_S = 20
+
+
+class HostError(Exception):
+    """A host could not be reached or answered something unusable."""
+
+
+def ssh_run(ssh: dict[str, Any], script: str, timeout: int = 60) -> str:
+    """Run a POSIX shell script on a host over SSH and return its stdout.
+
+    `ssh` holds `user`, `address`, `port` and optionally `key_file`; without a key
+    file the operator's ssh agent and config choose the key, as for a plain `ssh`.
+    The script travels on stdin, so nothing of it shows in a process list.
+    """
+    key = ssh.get("key_file")
+    argv = [
+        "ssh",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={SSH_TIMEOUT_S}",
+        # Host keys are checked against `known_hosts` when the stack names one;
+        # the lab's hosts make new keys on every `lab up`, so it names none.
+        "-o", "StrictHostKeyChecking=" + ("yes" if ssh.get("known_hosts") else "no"),
+        "-o", "UserKnownHostsFile=" + str(ssh.get("known_hosts") or "/dev/null"),
+        "-o", "LogLevel=ERROR",
+        "-p", str(ssh.get("port", 22)),
+    ]  # fmt: skip
+    if key:
+        argv += ["-i", key, "-o", "IdentitiesOnly=yes"]
+    argv += [f"{ssh.get('user', 'root')}@{ssh['address']}", "sh", "-s"]
+    try:
+        proc = subprocess.run(
+            argv, input=script, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise HostError(f"ssh {ssh['address']}: no answer within {timeout}s") from None
+    if proc.returncode != 0:
+        raise HostError(
+            f"ssh {ssh.get('user', 'root')}@{ssh['address']}:{ssh.get('port', 22)} "
+            f"exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
+        )
+    return proc.stdout
+
+
+def docker_client(endpoint: dict[str, Any]) -> Any:
+    """A Docker API client for one host's endpoint (`url`, optional `tls`)."""
+    import docker
+    from docker.tls import TLSConfig
+
+    url = str(endpoint["url"])
+    kwargs: dict[str, Any] = {"base_url": url, "timeout": 120}
+    if url.startswith("ssh://"):
+        # The ssh binary honours the operator's ssh config and agent, as `docker -H` does.
+        kwargs["use_ssh_client"] = True
+    tls = endpoint.get("tls")
+    if tls:
+        kwargs["tls"] = TLSConfig(
+            client_cert=(tls["cert"], tls["key"]), ca_cert=tls["ca"], verify=True
+        )
+    try:
+        return docker.DockerClient(**kwargs)
+    except Exception as e:
+        raise HostError(f"docker {url}: {e}") from None

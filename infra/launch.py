@@ -1,0 +1,214 @@
+"""TrainingLaunch: read the real tasks, render the hostfile, start the launcher.
+
+- `TaskRoster` (dynamic resource) waits until every task of the training services
+  runs, then records task -> node -> overlay address -> GPU UUIDs from the swarm
+  API, and refuses when two tasks hold the same GPU. Its `read` re-reads the
+  tasks, so a refresh after a task moved shows a new hostfile.
+- The launch itself is a `command.remote.Command` on the master's host (one per
+  node for SSH-less launches): it hands the hostfile to the master task and
+  starts `deepspeed`/`torchrun` detached. Its triggers are the image, the
+  ds_config and the hostfile, so any of them changing re-launches. It is replaced
+  delete-before-replace, and its delete SIGTERMs the run, which checkpoints and
+  exits, so two runs never overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_command as command
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+
+from infra import render
+from infra.config import Host, StackConfig
+from infra.hostops import docker_client
+
+
+def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
+    client = docker_client(props["leader_endpoint"])
+    api = client.api
+    nodes = {n["ID"]: n["Description"]["Hostname"] for n in api.nodes()}
+    entries: list[render.RosterEntry] = []
+    for svc in props["services"]:
+        tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
+        for t in tasks:
+            if t["Status"]["State"] != "running":
+                continue
+            address = ""
+            for att in t.get("NetworksAttachments") or []:
+                if att["Network"]["ID"] == props["network_id"] and att.get("Addresses"):
+                    address = att["Addresses"][0].split("/")[0]
+            gpus = [
+                g["NamedResourceSpec"]["Value"]
+                for g in t.get("AssignedGenericResources") or []
+                if g.get("NamedResourceSpec", {}).get("Kind") == render.GPU_RESOURCE
+            ]
+            entries.append(
+                {
+                    "service": svc,
+                    "slot": int(t.get("Slot") or 0),
+                    "task_id": t["ID"],
+                    "node": nodes.get(t["NodeID"], t["NodeID"]),
+                    "address": address,
+                    "container_id": t["Status"].get("ContainerStatus", {}).get("ContainerID", ""),
+                    "gpu_uuids": sorted(gpus),
+                }
+            )
+    return render.order_roster(entries)
+
+
+def wait_for_roster(props: dict[str, Any]) -> list[render.RosterEntry]:
+    """Poll until the expected number of tasks run with an overlay address."""
+    deadline = time.monotonic() + int(props["timeout_s"])
+    roster: list[render.RosterEntry] = []
+    while time.monotonic() < deadline:
+        roster = _roster(props)
+        if len(roster) == props["expected_tasks"] and all(e["address"] for e in roster):
+            break
+        time.sleep(2)
+    else:
+        raise Exception(
+            f"roster: {len(roster)} of {props['expected_tasks']} training tasks running "
+            f"after {props['timeout_s']}s: {[(e['service'], e['node']) for e in roster]}; "
+            "see `docker service ps ds-master ds-worker --no-trunc`"
+        )
+    dupes = render.duplicate_gpus(roster)
+    if dupes:
+        raise Exception(f"roster: GPUs assigned to more than one task: {dupes}")
+    return roster
+
+
+class TaskRosterProvider(ResourceProvider):
+    """Reads the running training tasks from the swarm."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        roster = wait_for_roster(props)
+        return CreateResult(id_=f"roster-{props['network_id'][:12]}", outs={**props, "entries": roster})
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> Any:
+        from pulumi.dynamic import UpdateResult
+
+        return UpdateResult(outs={**news, "entries": wait_for_roster(news)})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs={**props, "entries": _roster(props)})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = ("services", "network_id", "expected_tasks", "image_ref", "leader_endpoint")
+        roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
+        changed = any(olds.get(k) != news.get(k) for k in keys)
+        return DiffResult(changes=changed or not roster_ok)
+
+
+class TaskRoster(Resource):
+    """The running training tasks, in node-rank order (dynamic resource)."""
+
+    entries: pulumi.Output[list[dict[str, Any]]]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(TaskRosterProvider(), name, {**props, "entries": None}, opts)
+
+
+def connection(cfg: StackConfig, host: Host) -> command.remote.ConnectionArgs:
+    """SSH connection for remote commands: the configured key file (lab), else the agent."""
+    key_file = cfg.preflight.ssh_private_key_file
+    if key_file:
+        return command.remote.ConnectionArgs(
+            host=host.address,
+            port=host.ssh_port,
+            user=host.ssh_user,
+            private_key=pulumi.Output.secret(Path(key_file).read_text()),
+        )
+    return command.remote.ConnectionArgs(
+        host=host.address,
+        port=host.ssh_port,
+        user=host.ssh_user,
+        agent_socket_path=os.environ.get("SSH_AUTH_SOCK", ""),
+    )
+
+
+class TrainingLaunch(pulumi.ComponentResource):
+    """Starts (and on delete, gracefully stops) the training run."""
+
+    roster: TaskRoster
+    hostfile: pulumi.Output[str]
+    rank_map: pulumi.Output[list[dict[str, Any]]]
+    master_address: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        leader_endpoint: dict[str, Any],
+        services: list[pulumi.Resource],
+        service_names: list[str],
+        network_id: pulumi.Input[str],
+        image_ref: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("deepspeed-swarm:launch:TrainingLaunch", name, None, opts)
+        t = cfg.training
+        slots = t.ranks_per_node
+        self.roster = TaskRoster(
+            f"{name}-roster",
+            {
+                "leader_endpoint": leader_endpoint,
+                "services": service_names,
+                "network_id": network_id,
+                "expected_tasks": len(cfg.hosts),
+                # A new image restarts every task: wait for and re-read the new ones.
+                "image_ref": image_ref,
+                "timeout_s": 600,
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=services),
+        )
+        entries = self.roster.entries
+        self.hostfile = entries.apply(lambda es: render.render_hostfile(es, slots))
+        self.rank_map = entries.apply(lambda es: render.rank_map(es, slots))
+        self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
+        ds_json = render.ds_config_json(t)
+        grace = render.duration_seconds(t.stop_grace_period)
+        nnodes = len(cfg.hosts)
+        ssh_launch = t.launcher == "deepspeed" and t.launch_mode != "no_ssh"
+        # pdsh/openmpi: one launcher on the master reaches every node over SSH.
+        # no_ssh/torchrun: one launcher per node, each told its node rank.
+        targets = [(cfg.master, render.MASTER_SERVICE, None)] if ssh_launch else [
+            (h, render.MASTER_SERVICE if i == 0 else render.WORKER_SERVICE, i)
+            for i, h in enumerate(cfg.hosts)
+        ]
+        self.commands = []
+        for host, service, node_rank in targets:
+            script = pulumi.Output.all(self.hostfile, self.master_address).apply(
+                lambda a, svc=service, rank=node_rank: render.launch_script(
+                    service=svc,
+                    argv=render.launch_argv(cfg, a[1], nnodes, rank),
+                    run_name=t.run_name,
+                    hostfile=a[0],
+                    ds_config=ds_json,
+                )
+            )
+            suffix = "" if node_rank is None else f"-{node_rank}"
+            self.commands.append(
+                command.remote.Command(
+                    f"{name}-run{suffix}",
+                    connection=connection(cfg, host),
+                    create=script,
+                    delete=render.stop_script(service=service, grace_seconds=grace),
+                    triggers=[image_ref, ds_json or t.ds_config, self.hostfile],
+                    opts=pulumi.ResourceOptions(
+                        parent=self,
+                        depends_on=[self.roster],
+                        # Stop the old run (checkpoint) before starting the new one.
+                        delete_before_replace=True,
+                    ),
+                )
+            )
+        self.register_outputs(
+            {"hostfile": self.hostfile, "rank_map": self.rank_map, "master": self.master_address}
+        )

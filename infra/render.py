@@ -1,0 +1,284 @@
+"""Pure functions that turn validated config (and observed task rosters) into the
+strings the cluster runs: node labels, service environment, hostfiles, launch
+lines and the launch script. No Pulumi, no I/O: tested directly and by golden files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+from infra.config import Host, StackConfig, Training
+
+# Where things live inside the training image (images/Dockerfile).
+IMAGE_HOME = "/opt/dss"
+HOSTFILE = "/tmp/dss/hostfile"
+DS_CONFIG_INLINE = "/tmp/dss/ds_config.json"
+SECRETS_DIR = "/run/secrets"
+SSH_PRIVATE_KEY_FILE = "ssh_private_key"
+SSH_PUBLIC_KEY_FILE = "ssh_public_key"
+TRAIN_UID = "1000"
+MASTER_SERVICE = "ds-master"
+WORKER_SERVICE = "ds-worker"
+GPU_RESOURCE = "NVIDIA-GPU"
+
+
+class RosterEntry(TypedDict):
+    """One running training task, as read from the swarm."""
+
+    service: str
+    slot: int
+    task_id: str
+    node: str
+    address: str
+    container_id: str
+    gpu_uuids: list[str]
+
+
+def content_hash(value: str | bytes, length: int = 12) -> str:
+    """Short sha256 of a value, for names and tags that must change with content."""
+    data = value.encode() if isinstance(value, str) else value
+    return hashlib.sha256(data).hexdigest()[:length]
+
+
+def tree_hash(root: Path, length: int = 12) -> str:
+    """Content hash of a directory (paths and bytes, sorted): the image tag.
+
+    A one-line change anywhere in the build context gives a new tag, and the same
+    tree always gives the same tag on every machine.
+    """
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if "__pycache__" in rel:
+            continue
+        h.update(rel.encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:length]
+
+
+def node_labels(cfg: StackConfig, host: Host) -> dict[str, str]:
+    """Swarm node labels for one host: placement keys first, then the user's extras."""
+    labels = {
+        "dss.role": "master" if host.name == cfg.master.name else "worker",
+        "dss.gpus": str(host.gpus.count),
+    }
+    if host.gpus.model:
+        labels["dss.gpu-model"] = host.gpus.model
+    if host.rdma_interface:
+        labels["dss.rdma"] = host.rdma_interface
+    return {**labels, **host.labels}
+
+
+def placement_constraints(role: str) -> list[str]:
+    """Constraints that pin a service to nodes of one dss.role."""
+    return [f"node.labels.dss.role=={role}"]
+
+
+def training_env(cfg: StackConfig) -> dict[str, str]:
+    """Environment of every training task (the launcher inherits it via `docker exec`)."""
+    t = cfg.training
+    env = {
+        "DSS_RUN_NAME": t.run_name,
+        "DSS_SSHD_PORT": str(t.sshd_port),
+        "DSS_SSH_PRIVATE_KEY": f"{SECRETS_DIR}/{SSH_PRIVATE_KEY_FILE}",
+        "DSS_SSH_PUBLIC_KEY": f"{SECRETS_DIR}/{SSH_PUBLIC_KEY_FILE}",
+        "DSS_MASTER_PORT": str(t.master_port),
+        # Tasks talk over the overlay's interface; the underlay stays for Swarm.
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "GLOO_SOCKET_IFNAME": "eth0",
+    }
+    if t.cpu_only:
+        env["DS_ACCELERATOR"] = "cpu"
+    rdma = {h.rdma_interface for h in cfg.hosts if h.rdma_interface}
+    if rdma:
+        env["NCCL_IB_HCA"] = ",".join(sorted(rdma))
+    else:
+        # No RDMA devices configured: tell NCCL not to probe for them.
+        env["NCCL_IB_DISABLE"] = "1"
+    return {**env, **t.env}
+
+
+def ds_config_path(t: Training) -> str:
+    """Path of the DeepSpeed config inside the task."""
+    return t.ds_config if isinstance(t.ds_config, str) else DS_CONFIG_INLINE
+
+
+def ds_config_json(t: Training) -> str | None:
+    """Canonical JSON of an inline ds_config (None when it is a path in the image)."""
+    if isinstance(t.ds_config, str):
+        return None
+    return json.dumps(t.ds_config, sort_keys=True, separators=(",", ":"))
+
+
+def order_roster(entries: Iterable[RosterEntry]) -> list[RosterEntry]:
+    """Master first, then workers by node name: this order is the node rank."""
+    return sorted(entries, key=lambda e: (e["service"] != MASTER_SERVICE, e["node"], e["slot"]))
+
+
+def duplicate_gpus(roster: Sequence[RosterEntry]) -> dict[str, list[str]]:
+    """GPU UUIDs assigned to more than one task, with the tasks holding each."""
+    holders: dict[str, list[str]] = {}
+    for e in roster:
+        for uuid in e["gpu_uuids"]:
+            holders.setdefault(uuid, []).append(f"{e['service']}.{e['slot']}@{e['node']}")
+    return {u: ts for u, ts in sorted(holders.items()) if len(ts) > 1}
+
+
+def render_hostfile(roster: Sequence[RosterEntry], slots: int) -> str:
+    """DeepSpeed/MPI hostfile: one line per node (its overlay address) with `slots=`."""
+    return "".join(f"{e['address']} slots={slots}\n" for e in order_roster(roster))
+
+
+def rank_map(roster: Sequence[RosterEntry], slots: int) -> list[dict[str, Any]]:
+    """Task -> node -> overlay address -> GPUs -> global ranks, in node-rank order."""
+    out = []
+    for node_rank, e in enumerate(order_roster(roster)):
+        out.append(
+            {
+                "node_rank": node_rank,
+                "task": f"{e['service']}.{e['slot']}",
+                "task_id": e["task_id"],
+                "node": e["node"],
+                "address": e["address"],
+                "gpu_uuids": e["gpu_uuids"],
+                "ranks": list(range(node_rank * slots, (node_rank + 1) * slots)),
+            }
+        )
+    return out
+
+
+def launch_argv(
+    cfg: StackConfig, master_addr: str, nnodes: int, node_rank: int | None = None
+) -> list[str]:
+    """The launcher command line run inside a task.
+
+    `node_rank` is None for the single SSH-based launch on the master (pdsh/openmpi),
+    and the node's rank for SSH-less launches (one per node).
+    """
+    t = cfg.training
+    slots = t.ranks_per_node
+    script = [t.script, "--deepspeed_config", ds_config_path(t), *_train_args(t)]
+    if t.launcher == "torchrun":
+        rank = 0 if node_rank is None else node_rank
+        return [
+            "torchrun",
+            f"--nnodes={nnodes}",
+            f"--nproc_per_node={slots}",
+            f"--node_rank={rank}",
+            f"--master_addr={master_addr}",
+            f"--master_port={t.master_port}",
+            *script,
+        ]
+    argv = [
+        "deepspeed",
+        f"--hostfile={HOSTFILE}",
+        f"--master_addr={master_addr}",
+        f"--master_port={t.master_port}",
+    ]
+    if t.launch_mode == "no_ssh":
+        argv += ["--no_ssh", f"--node_rank={0 if node_rank is None else node_rank}"]
+    else:
+        argv.append(f"--launcher={t.launch_mode}")
+        # The hostfile says where; the launcher must not trim it to the local node.
+        argv.append(f"--num_nodes={nnodes}")
+    return [*argv, *script]
+
+
+def _train_args(t: Training) -> list[str]:
+    return [
+        "--run-name",
+        t.run_name,
+        "--steps",
+        str(t.steps),
+        "--checkpoint-every",
+        str(t.checkpoint_every),
+        *t.args,
+    ]
+
+
+def launch_script(
+    *,
+    service: str,
+    argv: Sequence[str],
+    run_name: str,
+    hostfile: str,
+    ds_config: str | None,
+    wait_seconds: int = 300,
+) -> str:
+    """Shell run over SSH on a task's host: find the task's container, wait until it
+    is healthy, hand it the hostfile (and inline ds_config), start the launcher
+    detached as the training user. Idempotent: an already-running launch is kept.
+    """
+    files = [(HOSTFILE, hostfile)]
+    if ds_config is not None:
+        files.append((DS_CONFIG_INLINE, ds_config))
+    writes = "\n".join(
+        f"printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} \"$ctr\" "
+        f"sh -c {shlex.quote(f'mkdir -p $(dirname {path}) && cat > {path}')}"
+        for path, body in files
+    )
+    cmd = shlex.join(argv)
+    log = f"/data/logs/{run_name}/launcher.log"
+    inner = f"mkdir -p /data/logs/{run_name} && cd /data && exec {cmd} >>{log} 2>&1"
+    return f"""set -eu
+svc={shlex.quote(service)}
+ctr=""
+for i in $(seq 1 {wait_seconds}); do
+  ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name=$svc" | head -n1)
+  if [ -n "$ctr" ]; then
+    health=$(docker inspect -f '{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}' "$ctr")
+    [ "$health" = healthy ] || [ "$health" = none ] && break
+  fi
+  sleep 1
+done
+[ -n "$ctr" ] || {{ echo "no running task of $svc on $(hostname) after {wait_seconds}s" >&2; exit 1; }}
+{writes}
+if docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1; then
+  echo "launch: $svc on $(hostname) already running; kept"
+  exit 0
+fi
+docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
+echo "launch: started on $(hostname) in $ctr"
+"""
+
+
+def stop_script(*, service: str, grace_seconds: int) -> str:
+    """Shell run over SSH on delete: SIGTERM the training processes (they finish the
+    step and checkpoint), wait up to the grace period, then report."""
+    return f"""set -u
+ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)
+[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
+docker exec "$ctr" pkill -TERM -f {IMAGE_HOME}/ || true
+for i in $(seq 1 {grace_seconds}); do
+  docker exec "$ctr" pgrep -f {IMAGE_HOME}/ >/dev/null 2>&1 || {{ echo "stop: training exited"; exit 0; }}
+  sleep 1
+done
+echo "stop: still running after {grace_seconds}s; the task's stop_grace_period applies" >&2
+"""
+
+
+def duration_seconds(value: str) -> int:
+    """Seconds in a Docker duration like `120s`, `2m`, `1h` (whole units only)."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    if value and value[-1] in units and value[:-1].isdigit():
+        return int(value[:-1]) * units[value[-1]]
+    raise ValueError(f"duration {value!r}: allowed forms are <n>s, <n>m, <n>h")
+
+
+def logs_command(cfg: StackConfig) -> str:
+    """What a user runs to follow the training logs."""
+    return (
+        f"ssh -p {cfg.master.ssh_port} {cfg.master.ssh_user}@{cfg.master.address} "
+        f"docker service logs -f {MASTER_SERVICE}  # or: tail -f "
+        f"{cfg.training.data_dir}/logs/{cfg.training.run_name}/rank0.jsonl"
+    )
+
+
+def env_list(env: Mapping[str, str]) -> dict[str, str]:
+    """Environment as the docker provider wants it (a sorted map for stable diffs)."""
+    return dict(sorted(env.items()))

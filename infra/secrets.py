@@ -1,0 +1,123 @@
+"""ClusterSecrets: the SSH key pair the tasks trust each other with, and the user's
+named secrets, as Docker Swarm secrets.
+
+Values stay Pulumi secrets end to end: generated or read from secret config,
+stored encrypted in state, handed to Docker's Raft store, mounted as files under
+/run/secrets in the tasks. They never enter an image layer, env var or log.
+
+`docker.Secret` forces replacement on any change and Docker refuses to delete a
+secret a service still uses, so secrets are auto-named (a fresh name per value)
+and replaced create-before-delete: the new one exists, services roll onto it,
+then the old one goes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_docker as docker
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
+
+from infra import render
+
+
+class SshKeyPairProvider(ResourceProvider):
+    """Generates an ed25519 key pair once; rotation is a replace (change `rotation`)."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        import base64
+        import hashlib
+
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        key = Ed25519PrivateKey.generate()
+        private = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        ).decode()
+        public = key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        ).decode()
+        comment = f"{public} {props['comment']}"
+        # The id is a SHA256 of the raw public key: stable, and says nothing secret.
+        fingerprint = base64.b64encode(
+            hashlib.sha256(key.public_key().public_bytes_raw()).digest()
+        ).decode()
+        return CreateResult(
+            id_=fingerprint,
+            outs={**props, "private_key": private, "public_key": comment},
+        )
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = [k for k in ("rotation", "comment") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=changed)
+
+
+class SshKeyPair(Resource):
+    """An SSH key pair whose private half is a secret output (dynamic resource)."""
+
+    private_key: pulumi.Output[str]
+    public_key: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["private_key"])
+        )
+        super().__init__(
+            SshKeyPairProvider(), name, {**props, "private_key": None, "public_key": None}, opts
+        )
+
+
+class ClusterSecrets(pulumi.ComponentResource):
+    """Every secret the training tasks mount, keyed by the file name under /run/secrets."""
+
+    secrets: dict[str, docker.Secret]
+    ssh_public_key: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        values: dict[str, Any],
+        provider: docker.Provider,
+        depends_on: list[pulumi.Resource],
+        rotation: str = "1",
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("deepspeed-swarm:secrets:ClusterSecrets", name, None, opts)
+        keys = SshKeyPair(
+            f"{name}-ssh-key",
+            {"comment": f"{name}@deepspeed-swarm", "rotation": rotation},
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.ssh_public_key = keys.public_key
+        contents: dict[str, pulumi.Output[str]] = {
+            render.SSH_PRIVATE_KEY_FILE: keys.private_key,
+            render.SSH_PUBLIC_KEY_FILE: keys.public_key,
+            **{k: pulumi.Output.secret(str(v)) for k, v in sorted(values.items())},
+        }
+        self.secrets = {}
+        for file_name, value in contents.items():
+            self.secrets[file_name] = docker.Secret(
+                f"{name}-{file_name.replace('_', '-')}",
+                # Docker wants base64; the value stays a secret through the apply.
+                data=pulumi.Output.secret(value).apply(_b64),
+                labels=[docker.SecretLabelArgs(label="dss.file", value=file_name)],
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    depends_on=depends_on,
+                    additional_secret_outputs=["data"],
+                ),
+            )
+        self.register_outputs({"ssh_public_key": self.ssh_public_key})
+
+
+def _b64(value: str) -> str:
+    import base64
+
+    return base64.b64encode(value.encode()).decode()

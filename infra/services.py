@@ -1,0 +1,160 @@
+"""TrainingServices: `ds-master` (1 task) and `ds-worker` (one task per other host).
+
+Each task reserves its node's GPUs as Swarm generic resources (`NVIDIA-GPU`), so
+the scheduler itself refuses to over-commit a host; placement pins the master and
+the workers to nodes by their `dss.role` label, at most one task per node.
+Endpoint mode is `dnsrr` (`tasks.<service>` resolves to the task addresses; no
+VIP/IPVS needed). `converge_config` makes create/update wait for running tasks,
+so the launch that depends on these services starts against live containers.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_docker as docker
+
+from infra import render
+from infra.config import StackConfig
+
+
+def _size_bytes(size: str) -> int:
+    """`1g` / `512m` / `65536k` -> bytes (Docker's shm-size spelling)."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    s = size.strip().lower()
+    if s and s[-1] in units and s[:-1].isdigit():
+        return int(s[:-1]) * units[s[-1]]
+    if s.isdigit():
+        return int(s)
+    raise ValueError(f"size {size!r}: allowed forms are <n>, <n>k, <n>m, <n>g")
+
+
+def container_spec(
+    cfg: StackConfig, image_ref: pulumi.Input[str], secrets: dict[str, docker.Secret]
+) -> docker.ServiceTaskSpecContainerSpecArgs:
+    """The container of every training task."""
+    t = cfg.training
+    mounts = [
+        docker.ServiceTaskSpecContainerSpecMountArgs(
+            type="bind", source=t.data_dir, target="/data", read_only=False
+        ),
+        # Swarm services have no --shm-size: a sized tmpfs at /dev/shm instead
+        # (NCCL and the DataLoader's workers need more than Docker's 64 MiB).
+        docker.ServiceTaskSpecContainerSpecMountArgs(
+            type="tmpfs",
+            target="/dev/shm",
+            tmpfs_options=docker.ServiceTaskSpecContainerSpecMountTmpfsOptionsArgs(
+                size_bytes=_size_bytes(t.shm_size), mode=0o1777
+            ),
+        ),
+        *[
+            docker.ServiceTaskSpecContainerSpecMountArgs(
+                type="bind", source=m.source, target=m.target, read_only=m.read_only
+            )
+            for m in t.datasets
+        ],
+    ]
+    return docker.ServiceTaskSpecContainerSpecArgs(
+        image=image_ref,
+        env=render.env_list(render.training_env(cfg)),
+        mounts=mounts,
+        secrets=[
+            docker.ServiceTaskSpecContainerSpecSecretArgs(
+                secret_id=s.id,
+                secret_name=s.name,
+                file_name=file_name,
+                # Readable by the training user only.
+                file_uid=render.TRAIN_UID,
+                file_gid=render.TRAIN_UID,
+                file_mode=0o400,
+            )
+            for file_name, s in secrets.items()
+        ],
+        healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
+            tests=["CMD", f"{render.IMAGE_HOME}/healthcheck"],
+            interval="10s",
+            timeout="5s",
+            retries=3,
+            start_period="20s",
+        ),
+        # SIGTERM reaches the launcher and ranks; they finish the step and
+        # checkpoint within the grace period before Docker sends SIGKILL.
+        stop_signal="SIGTERM",
+        stop_grace_period=t.stop_grace_period,
+        hostname="{{.Service.Name}}-{{.Task.Slot}}",
+    )
+
+
+def gpu_reservation(gpus: int) -> docker.ServiceTaskSpecResourcesArgs | None:
+    """Reserve `gpus` NVIDIA-GPU generic resources (none for CPU training)."""
+    if not gpus:
+        return None
+    return docker.ServiceTaskSpecResourcesArgs(
+        reservation=docker.ServiceTaskSpecResourcesReservationArgs(
+            generic_resources=docker.ServiceTaskSpecResourcesReservationGenericResourcesArgs(
+                discrete_resources_specs=[f"{render.GPU_RESOURCE}={gpus}"]
+            )
+        )
+    )
+
+
+class TrainingServices(pulumi.ComponentResource):
+    """The master and worker services of the training job."""
+
+    master: docker.Service
+    workers: docker.Service | None
+    service_names: list[str]
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        image_ref: pulumi.Input[str],
+        network_id: pulumi.Input[str],
+        secrets: dict[str, docker.Secret],
+        provider: docker.Provider,
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("deepspeed-swarm:services:TrainingServices", name, None, opts)
+        t = cfg.training
+        spec = container_spec(cfg, image_ref, secrets)
+        rp = t.restart_policy
+
+        def service(svc_name: str, role: str, replicas: int) -> docker.Service:
+            return docker.Service(
+                f"{name}-{role}",
+                name=svc_name,
+                mode=docker.ServiceModeArgs(
+                    replicated=docker.ServiceModeReplicatedArgs(replicas=replicas)
+                ),
+                task_spec=docker.ServiceTaskSpecArgs(
+                    container_spec=spec,
+                    networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(name=network_id)],
+                    placement=docker.ServiceTaskSpecPlacementArgs(
+                        constraints=render.placement_constraints(role), max_replicas=1
+                    ),
+                    resources=gpu_reservation(t.gpus_per_node),
+                    restart_policy=docker.ServiceTaskSpecRestartPolicyArgs(
+                        condition=rp.condition,
+                        delay=rp.delay,
+                        max_attempts=rp.max_attempts,
+                        window=rp.window,
+                    ),
+                ),
+                endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
+                converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="10m"),
+                labels=[docker.ServiceLabelArgs(label="dss.role", value=role)],
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=provider,
+                    depends_on=depends_on,
+                ),
+            )
+
+        self.master = service(render.MASTER_SERVICE, "master", 1)
+        n_workers = len(cfg.workers)
+        self.workers = service(render.WORKER_SERVICE, "worker", n_workers) if n_workers else None
+        self.service_names = [render.MASTER_SERVICE] + (
+            [render.WORKER_SERVICE] if n_workers else []
+        )
+        self.register_outputs({"service_names": self.service_names})

@@ -1,0 +1,273 @@
+"""SwarmCluster: init on the first manager, join the rest, label every node.
+
+The docker provider has no swarm or node resources, so two dynamic resources do
+it through the Docker API, each with a `read`, so `pulumi refresh` notices a node
+that left, changed role, was drained or lost a label:
+
+- `SwarmInit` (the leader): `docker swarm init`, or adopts a swarm the leader is
+  already managing.
+- `SwarmNode` (every host, leader included): joins with the right token (or
+  adopts membership of the same swarm), then sets role, availability and labels
+  through the leader. Delete leaves the swarm and removes the node.
+
+Join tokens never enter the state: each join asks the leader's API for the token
+at that moment and hands it straight to the joining engine.
+
+Also owns one explicit `docker.Provider` per host and names the leader's as the
+provider for swarm-scoped objects: nothing relies on an ambient DOCKER_HOST.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pulumi
+import pulumi_docker as docker
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+
+from infra import render
+from infra.config import Host, StackConfig
+from infra.hostops import docker_client
+
+SWARM_PORT = 2377
+
+
+def endpoint(host: Host) -> dict[str, Any]:
+    """A host's Docker endpoint as plain data (for dynamic-provider inputs)."""
+    ep: dict[str, Any] = {"url": host.docker_host}
+    if host.docker_tls:
+        ep["tls"] = host.docker_tls.model_dump()
+    return ep
+
+
+def _swarm_state(client: Any) -> dict[str, Any]:
+    return dict(client.info().get("Swarm") or {})
+
+
+class SwarmInitProvider(ResourceProvider):
+    """Initialises (or adopts) the swarm on the leader."""
+
+    def _describe(self, client: Any) -> dict[str, Any]:
+        return {"swarm_id": client.swarm.attrs["ID"]}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        client = docker_client(props["endpoint"])
+        state = _swarm_state(client)
+        if state.get("LocalNodeState") != "active":
+            client.swarm.init(
+                advertise_addr=props["advertise_addr"],
+                listen_addr=f"0.0.0.0:{SWARM_PORT}",
+                default_addr_pool=props.get("addr_pool") or None,
+            )
+        elif not state.get("ControlAvailable"):
+            raise Exception(
+                f"swarm init: {props['host']} is already a worker of swarm "
+                f"{state.get('Cluster', {}).get('ID', '?')}; make it a manager or leave first"
+            )
+        client.swarm.reload()
+        return CreateResult(id_=client.swarm.attrs["ID"], outs={**props, **self._describe(client)})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        client = docker_client(props["endpoint"])
+        state = _swarm_state(client)
+        if state.get("LocalNodeState") != "active" or not state.get("ControlAvailable"):
+            return ReadResult(id_=None, outs={})  # gone: refresh drops it, preview re-creates
+        client.swarm.reload()
+        if client.swarm.attrs["ID"] != id_:
+            return ReadResult(id_=None, outs={})  # a different swarm now
+        return ReadResult(id_=id_, outs={**props, **self._describe(client)})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = ("endpoint", "advertise_addr", "addr_pool", "host")
+        changed = [k for k in keys if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        client = docker_client(props["endpoint"])
+        if _swarm_state(client).get("LocalNodeState") == "active":
+            client.swarm.leave(force=True)
+
+
+class SwarmInit(Resource):
+    """The swarm itself, rooted at the leader (dynamic resource)."""
+
+    swarm_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(SwarmInitProvider(), name, {**props, "swarm_id": None}, opts)
+
+
+class SwarmNodeProvider(ResourceProvider):
+    """Joins one host and keeps its role, availability and labels as declared."""
+
+    def _node(self, leader: Any, hostname: str) -> Any:
+        nodes = [n for n in leader.nodes.list() if n.attrs["Description"]["Hostname"] == hostname]
+        # A host that re-joined leaves a `down` ghost behind; the live one counts.
+        nodes.sort(key=lambda n: n.attrs["Status"]["State"] != "ready")
+        return nodes[0] if nodes else None
+
+    def _join(self, props: dict[str, Any]) -> None:
+        client = docker_client(props["endpoint"])
+        state = _swarm_state(client)
+        if state.get("LocalNodeState") == "active":
+            if state.get("Cluster", {}).get("ID") not in (None, props["swarm_id"]):
+                raise Exception(
+                    f"swarm join: {props['host']} is in another swarm "
+                    f"({state['Cluster']['ID']}); run `docker swarm leave` on it first"
+                )
+            if state.get("Cluster", {}).get("ID") == props["swarm_id"] or state.get("NodeID"):
+                return  # already a member of this swarm: adopt
+        leader = docker_client(props["leader_endpoint"])
+        tokens = leader.swarm.attrs["JoinTokens"]
+        token = tokens["Manager"] if props["role"] == "manager" else tokens["Worker"]
+        client.swarm.join(
+            remote_addrs=[f"{props['leader_addr']}:{SWARM_PORT}"],
+            join_token=token,
+            advertise_addr=props["advertise_addr"],
+            listen_addr=f"0.0.0.0:{SWARM_PORT}",
+        )
+
+    def _converge(self, props: dict[str, Any]) -> dict[str, Any]:
+        self._join(props)
+        leader = docker_client(props["leader_endpoint"])
+        node = None
+        for _ in range(60):
+            node = self._node(leader, props["host"])
+            if node is not None and node.attrs["Status"]["State"] == "ready":
+                break
+            time.sleep(1)
+        if node is None:
+            raise Exception(f"swarm: node {props['host']} did not appear on the leader")
+        spec = dict(node.attrs["Spec"])
+        spec["Labels"] = dict(props["labels"])
+        spec["Role"] = props["role"]
+        spec["Availability"] = props["availability"]
+        node.update(spec)
+        return {**props, "node_id": node.id}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outs = self._converge(props)
+        return CreateResult(id_=outs["node_id"], outs=outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> Any:
+        from pulumi.dynamic import UpdateResult
+
+        return UpdateResult(outs=self._converge(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        leader = docker_client(props["leader_endpoint"])
+        node = self._node(leader, props["host"])
+        if node is None or node.attrs["Status"]["State"] != "ready":
+            return ReadResult(id_=None, outs={})
+        spec = node.attrs["Spec"]
+        seen = {
+            "labels": dict(spec.get("Labels") or {}),
+            "role": spec.get("Role"),
+            "availability": spec.get("Availability"),
+        }
+        inputs = {k: v for k, v in props.items() if k != "node_id"} | seen
+        return ReadResult(id_=node.id, outs={**props, **seen, "node_id": node.id}, inputs=inputs)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = ("labels", "role", "availability", "swarm_id", "endpoint", "advertise_addr")
+        changed = [k for k in keys if olds.get(k) != news.get(k)]
+        replaces = [k for k in changed if k in ("swarm_id", "endpoint", "advertise_addr")]
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        client = docker_client(props["endpoint"])
+        if props.get("is_leader"):
+            return  # the leader leaves with SwarmInit, after every other node
+        if _swarm_state(client).get("LocalNodeState") == "active":
+            client.swarm.leave(force=True)
+        leader = docker_client(props["leader_endpoint"])
+        for _ in range(30):
+            try:
+                leader.api.remove_node(id_, force=True)
+                return
+            except Exception:
+                time.sleep(1)
+
+
+class SwarmNode(Resource):
+    """One host's swarm membership, role, availability and labels (dynamic resource)."""
+
+    node_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(SwarmNodeProvider(), name, {**props, "node_id": None}, opts)
+
+
+class SwarmCluster(pulumi.ComponentResource):
+    """The Docker Swarm across all hosts, plus one docker provider per host."""
+
+    providers: dict[str, docker.Provider]
+    """Per host name, an explicit docker provider for that host's engine."""
+    manager_provider: docker.Provider
+    """Provider for swarm-scoped objects (networks, secrets, services): the leader's."""
+    swarm_id: pulumi.Output[str]
+    nodes: dict[str, SwarmNode]
+
+    def __init__(
+        self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("deepspeed-swarm:swarm:SwarmCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.providers = {
+            h.name: docker.Provider(f"{name}-docker-{h.name}", **_provider_args(h), opts=child)
+            for h in cfg.hosts
+        }
+        leader = cfg.leader
+        self.manager_provider = self.providers[leader.name]
+        init = SwarmInit(
+            f"{name}-init",
+            {
+                "host": leader.name,
+                "endpoint": endpoint(leader),
+                "advertise_addr": leader.address,
+                "addr_pool": None,
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.swarm_id = init.swarm_id
+        self.nodes = {}
+        # The leader first, then the other managers, then workers: Raft wants
+        # managers in before the workers lean on them.
+        ordered = [leader, *[h for h in cfg.hosts if h is not leader]]
+        ordered.sort(key=lambda h: (h is not leader, h.role != "manager"))
+        for h in ordered:
+            self.nodes[h.name] = SwarmNode(
+                f"{name}-node-{h.name}",
+                {
+                    "host": h.name,
+                    "is_leader": h is leader,
+                    "endpoint": endpoint(h),
+                    "leader_endpoint": endpoint(leader),
+                    "leader_addr": leader.address,
+                    "advertise_addr": h.address,
+                    "swarm_id": init.swarm_id,
+                    "role": h.role,
+                    "availability": "active",
+                    "labels": render.node_labels(cfg, h),
+                },
+                pulumi.ResourceOptions(parent=self, depends_on=[init]),
+            )
+        self.register_outputs({"swarm_id": self.swarm_id})
+
+
+def _provider_args(h: Host) -> dict[str, Any]:
+    args: dict[str, Any] = {"host": h.docker_host}
+    if h.docker_host.startswith("ssh://"):
+        args["ssh_opts"] = ["-o", "BatchMode=yes", "-p", str(h.ssh_port)]
+    if h.docker_tls:
+        # Read at program start (not in an apply); the key is a secret in state.
+        with open(h.docker_tls.ca) as ca, open(h.docker_tls.cert) as cert:
+            args["ca_material"], args["cert_material"] = ca.read(), cert.read()
+        with open(h.docker_tls.key) as key:
+            args["key_material"] = pulumi.Output.secret(key.read())
+    return args

@@ -1,0 +1,1 @@
+"""A multi-host Docker Swarm on one machine: `python -m lab up|status|down` (docs/architecture.md)."""

@@ -1,0 +1,48 @@
+"""Command line: python -m lab up|status|down."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from lab import config as c
+from lab.down import down
+from lab.status import render_text, status
+from lab.sysops import LabError
+from lab.up import up
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lab", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    u = sub.add_parser("up", help="start the lab hosts (and optionally form the swarm)")
+    u.add_argument("--hosts", type=int, default=2)
+    u.add_argument("--gpus", type=int, default=2, help="fake GPUs per host")
+    u.add_argument("--mtu", type=int, default=c.DEFAULT_MTU, help="bridge and veth MTU")
+    u.add_argument("--swarm", action="store_true", help="also swarm init on h1 and join the rest")
+    u.add_argument("--managers", type=int, default=1, help="with --swarm: managers h1..hK")
+    u.add_argument("--timeout", type=float, default=90, help="seconds to wait for daemons")
+    st = sub.add_parser("status", help="hosts, daemons, swarm, GPUs")
+    st.add_argument("--json", action="store_true")
+    sub.add_parser("down", help="remove everything the lab made (safe to repeat)")
+    args = ap.parse_args(argv)
+    root = c.lab_root()
+    try:
+        if args.cmd == "up":
+            up(root, args.hosts, args.gpus, args.mtu, args.swarm, args.managers, args.timeout)
+            return 0
+        if args.cmd == "status":
+            info = status(root)
+            if args.json:
+                print(json.dumps(info, indent=2))
+            else:
+                sys.stdout.write(render_text(info))
+            return 0 if info["up"] else 3
+        problems = down(root)
+        for p in problems:
+            print(f"lab down: {p}", file=sys.stderr)
+        return 1 if problems else 0
+    except LabError as e:
+        print(f"lab {args.cmd}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,465 @@
+"""Pure functions: names, addresses and the files/argv each lab host is started with.
+
+Nothing here touches the system, so all of it is unit-tested without daemons.
+The fixed values follow docs/architecture.md ("The lab").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROOT = "/var/lib/dss-lab"
+BRIDGE = "dsslab0"
+SUBNET_PREFIX = "10.213.0"
+BRIDGE_ADDR = f"{SUBNET_PREFIX}.1"
+PREFIX_LEN = 24
+DEFAULT_MTU = 9100
+REGISTRY_PORT = 5000
+REGISTRY_ADDR = f"{BRIDGE_ADDR}:{REGISTRY_PORT}"
+NETNS_PREFIX = "dsslab-h"
+CGROUP_PREFIX = "dsslab-"
+REGISTRY_CGROUP = "dsslab-registry"
+IPTABLES_COMMENT = "dsslab"
+GPU_RESOURCE = "NVIDIA-GPU"
+MAX_HOSTS = 200
+# Fixed namespace for the fake GPU UUIDs: same host index + GPU index -> same UUID, always.
+GPU_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "gpu.dsslab.deepspeed-swarm")
+
+
+def lab_root(env: dict[str, str] | None = None) -> Path:
+    """The lab root: DSS_LAB_ROOT or /var/lib/dss-lab."""
+    e = os.environ if env is None else env
+    return Path(e.get("DSS_LAB_ROOT") or DEFAULT_ROOT)
+
+
+def registry_storage(env: dict[str, str] | None = None) -> Path:
+    """Registry storage under DSS_CACHE, so pushed images survive lab down/up."""
+    e = os.environ if env is None else env
+    cache = e.get("DSS_CACHE") or str(Path(e.get("HOME") or "/root") / ".cache/deepspeed-swarm")
+    return Path(cache) / "lab-registry"
+
+
+def host_name(i: int) -> str:
+    return f"lab-h{i}"
+
+
+def netns_name(i: int) -> str:
+    return f"{NETNS_PREFIX}{i}"
+
+
+def veth_name(i: int) -> str:
+    """Root-namespace end of host i's veth (at most 15 characters)."""
+    return f"dssl{i}"
+
+
+def cgroup_name(i: int) -> str:
+    return f"{CGROUP_PREFIX}h{i}"
+
+
+def host_addr(i: int) -> str:
+    if not 1 <= i <= MAX_HOSTS:
+        raise ValueError(f"host index {i} outside 1..{MAX_HOSTS}")
+    return f"{SUBNET_PREFIX}.{10 + i}"
+
+
+def gpu_uuids(i: int, gpus: int) -> list[str]:
+    """Deterministic fake GPU UUIDs of host i, like nvidia-smi's GPU-xxxxxxxx-...."""
+    return [f"GPU-{uuid.uuid5(GPU_UUID_NAMESPACE, f'{host_name(i)}/gpu{g}')}" for g in range(gpus)]
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    """Where host i keeps its state under the lab root."""
+
+    root: Path
+    index: int
+
+    @property
+    def dir(self) -> Path:
+        return self.root / f"h{self.index}"
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "docker.sock"
+
+    @property
+    def data_root(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def exec_root(self) -> Path:
+        return self.dir / "exec"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.dir / "docker.pid"
+
+    @property
+    def daemon_json(self) -> Path:
+        return self.dir / "daemon.json"
+
+    @property
+    def etc_docker(self) -> Path:
+        return self.dir / "etc-docker"
+
+    @property
+    def sshd_config(self) -> Path:
+        return self.dir / "sshd_config"
+
+    @property
+    def sshd_pid(self) -> Path:
+        return self.dir / "sshd.pid"
+
+    @property
+    def host_key(self) -> Path:
+        return self.dir / "ssh_host_ed25519_key"
+
+    @property
+    def dockerd_log(self) -> Path:
+        return self.dir / "dockerd.log"
+
+    @property
+    def sshd_log(self) -> Path:
+        return self.dir / "sshd.log"
+
+    @property
+    def init_script(self) -> Path:
+        return self.dir / "init.sh"
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    root: Path
+
+    def host(self, i: int) -> HostPaths:
+        return HostPaths(self.root, i)
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.root / "ssh"
+
+    @property
+    def ssh_key(self) -> Path:
+        return self.ssh_dir / "id_ed25519"
+
+    @property
+    def authorized_keys(self) -> Path:
+        return self.ssh_dir / "authorized_keys"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh_dir / "known_hosts"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.ssh_dir / "config"
+
+    @property
+    def ssh_bin(self) -> Path:
+        """Folder with an `ssh` wrapper using the lab config: put it first on PATH for
+        `DOCKER_HOST=ssh://root@10.213.0.11 docker ...` (the docker CLI calls plain `ssh`)."""
+        return self.ssh_dir / "bin"
+
+    @property
+    def shared(self) -> Path:
+        return self.root / "shared"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "lab.json"
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.root / "registry"
+
+    @property
+    def registry_config(self) -> Path:
+        return self.registry_dir / "config.yml"
+
+    @property
+    def registry_pid(self) -> Path:
+        return self.registry_dir / "registry.pid"
+
+    @property
+    def registry_log(self) -> Path:
+        return self.registry_dir / "registry.log"
+
+
+def daemon_config(paths: HostPaths, gpus: int) -> dict[str, Any]:
+    """daemon.json of host i: own roots, socket, fake GPUs, the lab registry."""
+    i = paths.index
+    return {
+        "hosts": [f"unix://{paths.socket}"],
+        "data-root": str(paths.data_root),
+        "exec-root": str(paths.exec_root),
+        "pidfile": str(paths.pidfile),
+        "cgroup-parent": f"/{cgroup_name(i)}",
+        "exec-opts": ["native.cgroupdriver=cgroupfs"],
+        "storage-driver": "overlay2",
+        "insecure-registries": [REGISTRY_ADDR],
+        "node-generic-resources": [f"{GPU_RESOURCE}={u}" for u in gpu_uuids(i, gpus)],
+        "labels": [f"dsslab.host={host_name(i)}", f"dsslab.gpus={gpus}"],
+        "log-driver": "json-file",
+        "log-opts": {"max-size": "10m", "max-file": "2"},
+    }
+
+
+def render_daemon_json(paths: HostPaths, gpus: int) -> str:
+    return json.dumps(daemon_config(paths, gpus), indent=2, sort_keys=True) + "\n"
+
+
+def dockerd_argv(paths: HostPaths) -> list[str]:
+    """dockerd command line: everything else is in daemon.json."""
+    return ["dockerd", "--config-file", str(paths.daemon_json)]
+
+
+def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
+    """sshd_config of host i: root with the lab key only, docker CLI aimed at the host's daemon."""
+    lines = [
+        "# written by `python -m lab up`",
+        "Port 22",
+        f"ListenAddress {host_addr(paths.index)}",
+        f"HostKey {paths.host_key}",
+        f"PidFile {paths.sshd_pid}",
+        f"AuthorizedKeysFile {lab.authorized_keys}",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitEmptyPasswords no",
+        "UsePAM no",
+        "StrictModes no",
+        "UseDNS no",
+        "PrintMotd no",
+        "PrintLastLog no",
+        "MaxStartups 100:30:200",
+        "MaxSessions 100",
+        "Subsystem sftp internal-sftp",
+        f"SetEnv DOCKER_HOST=unix://{paths.socket}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_ssh_client_config(lab: LabPaths, hosts: int) -> str:
+    """An ssh_config for `ssh -F`: every lab address with the lab key and known hosts."""
+    addrs = " ".join(host_addr(i) for i in range(1, hosts + 1))
+    names = " ".join(host_name(i) for i in range(1, hosts + 1))
+    out = [f"Host {addrs} {names}"]
+    out += [
+        "  User root",
+        f"  IdentityFile {lab.ssh_key}",
+        "  IdentitiesOnly yes",
+        f"  UserKnownHostsFile {lab.known_hosts}",
+        "  StrictHostKeyChecking yes",
+        "  BatchMode yes",
+        "  ConnectTimeout 10",
+    ]
+    for i in range(1, hosts + 1):
+        out += [f"Host {host_name(i)}", f"  HostName {host_addr(i)}"]
+    return "\n".join(out) + "\n"
+
+
+def ssh_opts(lab: LabPaths) -> list[str]:
+    """ssh options that reach the lab hosts (e.g. for pulumi-docker's provider `ssh_opts`)."""
+    return [
+        "-i", str(lab.ssh_key),
+        "-o", "IdentitiesOnly=yes",
+        "-o", f"UserKnownHostsFile={lab.known_hosts}",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "BatchMode=yes",
+    ]
+
+
+def render_ssh_wrapper(lab: LabPaths) -> str:
+    return f'#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(lab.ssh_config))} "$@"\n'
+
+
+def known_hosts_line(i: int, pubkey: str) -> str:
+    """known_hosts entry of host i (pubkey: the `.pub` file's text)."""
+    kind, blob = pubkey.split()[:2]
+    return f"{host_addr(i)},{host_name(i)} {kind} {blob}\n"
+
+
+def render_registry_config(storage: Path) -> str:
+    """docker-registry (distribution v2) config: plain HTTP on the bridge address."""
+    return (
+        "version: 0.1\n"
+        "log:\n"
+        "  level: warn\n"
+        "  accesslog:\n"
+        "    disabled: true\n"
+        "storage:\n"
+        "  filesystem:\n"
+        f"    rootdirectory: {storage}\n"
+        "  delete:\n"
+        "    enabled: true\n"
+        "http:\n"
+        f"  addr: {REGISTRY_ADDR}\n"
+        "  headers:\n"
+        "    X-Content-Type-Options: [nosniff]\n"
+    )
+
+
+@dataclass(frozen=True)
+class CgroupMount:
+    """One cgroup hierarchy as mounted in the root mount namespace."""
+
+    path: str  # e.g. /sys/fs/cgroup/memory
+    fstype: str  # cgroup or cgroup2
+    options: str  # e.g. "memory" or "none,name=systemd"
+
+
+_GENERIC_OPTS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec", "nsdelegate"}
+
+
+def parse_cgroup_mounts(mountinfo: str) -> list[CgroupMount]:
+    """The cgroup hierarchies under /sys/fs/cgroup, from /proc/self/mountinfo text."""
+    found: list[CgroupMount] = []
+    seen: set[str] = set()
+    for line in mountinfo.splitlines():
+        pre, sep, post = line.partition(" - ")
+        if not sep:
+            continue
+        fields, pfields = pre.split(), post.split()
+        if len(fields) < 5 or len(pfields) < 3:
+            continue
+        mountpoint, fstype = fields[4], pfields[0]
+        if fstype not in ("cgroup", "cgroup2") or not mountpoint.startswith("/sys/fs/cgroup/"):
+            continue
+        if mountpoint in seen:
+            continue
+        seen.add(mountpoint)
+        opts = [o for o in pfields[2].split(",") if o not in _GENERIC_OPTS]
+        if fstype == "cgroup":
+            ctrls = [o for o in opts if not o.startswith(("name=", "release_agent"))]
+            names = [o for o in opts if o.startswith("name=")]
+            options = ",".join(ctrls + names) if ctrls else ",".join(["none", *names])
+        else:
+            options = ""
+        found.append(CgroupMount(mountpoint, fstype, options))
+    return found
+
+
+def render_host_script(
+    paths: HostPaths, cgroups: list[CgroupMount], cgroup_links: dict[str, str]
+) -> str:
+    """The shell that becomes host i, run as: nsenter --net=<netns> unshare -m -u
+    --propagation private sh <script>.
+
+    It joins the host's cgroup (so `lab down` finds every process), gives the host a
+    fresh sysfs (its own net devices; the overlay driver reads bridge attributes there)
+    and re-mounts the cgroup v1 hierarchies that mounting sysfs hides, a private /run
+    (so /var/run/docker.sock is the host's own daemon, as docker over ssh:// expects),
+    its own /etc/docker (engine key), hostname, starts sshd and becomes dockerd.
+    """
+    i = paths.index
+    q = shlex.quote
+    cg = cgroup_name(i)
+    lines = [
+        "#!/bin/sh",
+        f"# lab host {host_name(i)}: written by `python -m lab up`",
+        "set -eu",
+        "for c in /sys/fs/cgroup/*/; do",
+        f'  if [ -f "${{c}}{cg}/cgroup.procs" ]; then echo $$ > "${{c}}{cg}/cgroup.procs"; fi',
+        "done",
+        "mount --make-rprivate /",
+        f"echo {host_name(i)} > /proc/sys/kernel/hostname",
+        "mount -t sysfs -o nosuid,nodev,noexec sysfs /sys",
+        "mount -t tmpfs -o nosuid,nodev,noexec,mode=755 cgroup /sys/fs/cgroup",
+    ]
+    for m in cgroups:
+        lines.append(f"mkdir -p {q(m.path)}")
+        if m.fstype == "cgroup2":
+            lines.append(f"mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 {q(m.path)}")
+        else:
+            lines.append(f"mount -t cgroup -o nosuid,nodev,noexec,{m.options} cgroup {q(m.path)}")
+    for link, target in sorted(cgroup_links.items()):
+        lines.append(f"ln -sfn {q(target)} {q(link)}")
+    lines += [
+        "mount -t tmpfs -o nosuid,nodev,mode=755 run /run",
+        "mkdir -p /run/sshd /run/lock",
+        f"ln -s {q(str(paths.socket))} /run/docker.sock",
+        f"mount --bind {q(str(paths.etc_docker))} /etc/docker",
+        "ip link set lo up",
+        f"/usr/sbin/sshd -f {q(str(paths.sshd_config))} -E {q(str(paths.sshd_log))}",
+        "exec " + " ".join(q(a) for a in dockerd_argv(paths)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def iptables_rules(bridge: str = BRIDGE) -> list[list[str]]:
+    """Root-netns rules the lab adds (after `iptables -I`), all tagged with the lab comment.
+
+    dockerd sets the FORWARD policy to DROP; with br_netfilter, bridged frames between lab
+    ports pass FORWARD too, so accept bridge-to-bridge traffic.
+    """
+    tag = ["-m", "comment", "--comment", IPTABLES_COMMENT]
+    return [
+        ["FORWARD", "-i", bridge, "-o", bridge, *tag, "-j", "ACCEPT"],
+        ["INPUT", "-i", bridge, *tag, "-j", "ACCEPT"],
+    ]
+
+
+def lab_rules_from_save(iptables_s: str) -> list[list[str]]:
+    """The `-D`-able specs of lab-tagged rules in `iptables -S` output (found, not remembered)."""
+    out: list[list[str]] = []
+    for line in iptables_s.splitlines():
+        parts = shlex.split(line)
+        if len(parts) < 2 or parts[0] != "-A":
+            continue
+        if "--comment" in parts:
+            k = parts.index("--comment")
+            if k + 1 < len(parts) and parts[k + 1] == IPTABLES_COMMENT:
+                out.append(parts[1:])
+    return out
+
+
+def status_dict(
+    root: Path,
+    hosts: int,
+    gpus: int,
+    mtu: int,
+    live: dict[int, dict[str, Any]] | None = None,
+    registry_up: bool | None = None,
+) -> dict[str, Any]:
+    """What `lab status --json` prints; live: per-host facts read from the daemons."""
+    lab = LabPaths(root)
+    out_hosts = []
+    for i in range(1, hosts + 1):
+        hp = lab.host(i)
+        h: dict[str, Any] = {
+            "index": i,
+            "name": host_name(i),
+            "netns": netns_name(i),
+            "address": host_addr(i),
+            "docker_unix": f"unix://{hp.socket}",
+            "docker_ssh": f"ssh://root@{host_addr(i)}",
+            "ssh_user": "root",
+            "gpu_uuids": gpu_uuids(i, gpus),
+        }
+        if live is not None:
+            h.update(live.get(i, {}))
+        out_hosts.append(h)
+    return {
+        "root": str(root),
+        "bridge": BRIDGE,
+        "bridge_addr": f"{BRIDGE_ADDR}/{PREFIX_LEN}",
+        "bridge_mtu": mtu,
+        "registry": REGISTRY_ADDR,
+        "registry_up": registry_up,
+        "shared_dir": str(lab.shared),
+        "ssh_key": str(lab.ssh_key),
+        "ssh_known_hosts": str(lab.known_hosts),
+        "ssh_config": str(lab.ssh_config),
+        "ssh_opts": ssh_opts(lab),
+        "ssh_path_dir": str(lab.ssh_bin),
+        "gpu_resource": GPU_RESOURCE,
+        "gpus_per_host": gpus,
+        "hosts": out_hosts,
+    }

@@ -1,0 +1,271 @@
+"""`lab up`: bridge, registry, N hosts (netns + mount/UTS namespace, dockerd, sshd), swarm."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lab import config as c
+from lab import sysops as s
+from lab.sysops import LabError
+
+
+def _log(msg: str) -> None:
+    print(f"lab: {msg}", flush=True)
+
+
+def lab_exists(root: Path) -> bool:
+    """Anything of a lab on this machine: namespaces, bridge, cgroups or a state file."""
+    return bool(
+        s.netns_list(c.NETNS_PREFIX)
+        or Path(f"/sys/class/net/{c.BRIDGE}").exists()
+        or s.lab_cgroups(c.CGROUP_PREFIX)
+        or c.LabPaths(root).state.exists()
+    )
+
+
+def _ssh_keys(lab: c.LabPaths, hosts: int) -> None:
+    lab.ssh_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(lab.ssh_dir, 0o700)
+    procs: list[subprocess.Popen[bytes]] = []
+    if not lab.ssh_key.exists():
+        procs.append(_keygen(lab.ssh_key, "dsslab"))
+    for i in range(1, hosts + 1):
+        hp = lab.host(i)
+        if not hp.host_key.exists():
+            procs.append(_keygen(hp.host_key, c.host_name(i)))
+    for p in procs:
+        if p.wait() != 0:
+            raise LabError(f"ssh-keygen failed: {p.args}")
+    pub = Path(str(lab.ssh_key) + ".pub").read_text()
+    lab.authorized_keys.write_text(pub)
+    os.chmod(lab.authorized_keys, 0o600)
+    lines = [
+        c.known_hosts_line(i, Path(str(lab.host(i).host_key) + ".pub").read_text())
+        for i in range(1, hosts + 1)
+    ]
+    lab.known_hosts.write_text("".join(lines))
+    lab.ssh_config.write_text(c.render_ssh_client_config(lab, hosts))
+    lab.ssh_bin.mkdir(exist_ok=True)
+    wrapper = lab.ssh_bin / "ssh"
+    wrapper.write_text(c.render_ssh_wrapper(lab))
+    os.chmod(wrapper, 0o755)
+
+
+def _keygen(path: Path, comment: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _bridge(mtu: int) -> None:
+    s.run(["ip", "link", "add", c.BRIDGE, "type", "bridge"])
+    s.run(["ip", "link", "set", c.BRIDGE, "mtu", str(mtu)])
+    s.run(["ip", "addr", "add", f"{c.BRIDGE_ADDR}/{c.PREFIX_LEN}", "dev", c.BRIDGE])
+    s.run(["ip", "link", "set", c.BRIDGE, "up"])
+    for rule in c.iptables_rules():
+        s.run(["iptables", "-w", "-I", *rule[:1], "1", *rule[1:]])
+
+
+def _registry(lab: c.LabPaths) -> subprocess.Popen[bytes]:
+    storage = c.registry_storage()
+    storage.mkdir(parents=True, exist_ok=True)
+    lab.registry_dir.mkdir(parents=True, exist_ok=True)
+    lab.registry_config.write_text(c.render_registry_config(storage))
+    s.cgroup_create(c.REGISTRY_CGROUP)
+    with open(lab.registry_log, "ab") as log:
+        p = subprocess.Popen(
+            ["/usr/bin/docker-registry", "serve", str(lab.registry_config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: _join_cgroup(c.REGISTRY_CGROUP),
+        )
+    lab.registry_pid.write_text(f"{p.pid}\n")
+    return p
+
+
+def _join_cgroup(name: str) -> None:
+    for h in s.hierarchies():
+        procs = h / name / "cgroup.procs"
+        if procs.exists():
+            procs.write_text(str(os.getpid()))
+
+
+def _host_net(i: int, mtu: int) -> None:
+    ns, veth = c.netns_name(i), c.veth_name(i)
+    s.run(["ip", "netns", "add", ns])
+    s.run(["ip", "link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", "eth0",
+           "mtu", str(mtu), "netns", ns])
+    s.run(["ip", "link", "set", veth, "master", c.BRIDGE, "up"])
+    batch = "\n".join([
+        "link set lo up",
+        f"addr add {c.host_addr(i)}/{c.PREFIX_LEN} dev eth0",
+        "link set eth0 up",
+        f"route add default via {c.BRIDGE_ADDR}",
+    ]) + "\n"
+    s.run(["ip", "-n", ns, "-batch", "-"], input_text=batch)
+
+
+def _host_files(lab: c.LabPaths, i: int, gpus: int, cgroups: list[c.CgroupMount],
+                links: dict[str, str]) -> None:
+    hp = lab.host(i)
+    for d in (hp.dir, hp.data_root, hp.exec_root, hp.etc_docker):
+        d.mkdir(parents=True, exist_ok=True)
+    hp.daemon_json.write_text(c.render_daemon_json(hp, gpus))
+    hp.sshd_config.write_text(c.render_sshd_config(hp, lab))
+    hp.init_script.write_text(c.render_host_script(hp, cgroups, links))
+    s.cgroup_create(c.cgroup_name(i))
+
+
+def _start_host(lab: c.LabPaths, i: int) -> subprocess.Popen[bytes]:
+    hp = lab.host(i)
+    argv = ["nsenter", f"--net=/run/netns/{c.netns_name(i)}", "--",
+            "unshare", "--mount", "--uts", "--propagation", "private", "--",
+            "/bin/sh", str(hp.init_script)]
+    with open(hp.dockerd_log, "ab") as log:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _cgroup_links() -> dict[str, str]:
+    links: dict[str, str] = {}
+    if s.CGROUP_ROOT.is_dir():
+        for p in s.CGROUP_ROOT.iterdir():
+            if p.is_symlink():
+                links[str(p)] = os.readlink(p)
+    return links
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _wait_hosts(lab: c.LabPaths, procs: dict[int, subprocess.Popen[bytes]],
+                timeout: float) -> None:
+    pending = set(procs)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for i in sorted(pending):
+            hp = lab.host(i)
+            if procs[i].poll() is not None:
+                raise LabError(f"{c.host_name(i)}: dockerd exited ({procs[i].returncode}); "
+                               f"last lines of {hp.dockerd_log}:\n{_tail(hp.dockerd_log)}")
+            if hp.socket.exists() and s.ping(hp.socket) and s.tcp_open(c.host_addr(i), 22):
+                pending.discard(i)
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(c.host_name(i) for i in sorted(pending))
+            first = lab.host(min(pending)).dockerd_log
+            raise LabError(f"no answer within {timeout:.0f} s from {names}; "
+                           f"last lines of {first}:\n{_tail(first)}")
+        time.sleep(0.2)
+
+
+def _wait_registry(p: subprocess.Popen[bytes], log: Path, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not s.tcp_open(c.BRIDGE_ADDR, c.REGISTRY_PORT):
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise LabError(f"registry did not listen on {c.REGISTRY_ADDR}:\n{_tail(log)}")
+        time.sleep(0.1)
+
+
+def form_swarm(lab: c.LabPaths, hosts: int, managers: int = 1, timeout: float = 60) -> None:
+    """swarm init on h1, managers h2..hK join one by one, the rest join as workers in parallel."""
+    if not 1 <= managers <= hosts:
+        raise LabError(f"--managers {managers} must be within 1..{hosts}")
+    lead = lab.host(1).socket
+    a1 = c.host_addr(1)
+    st, body = s.docker_api(lead, "POST", "/swarm/init",
+                            {"ListenAddr": f"{a1}:2377", "AdvertiseAddr": a1}, timeout=60)
+    if st != 200:
+        raise LabError(f"{c.host_name(1)}: swarm init failed ({st}): {body}")
+    st, sw = s.docker_api(lead, "GET", "/swarm")
+    if st != 200:
+        raise LabError(f"{c.host_name(1)}: cannot read swarm join tokens ({st}): {sw}")
+    tokens = sw["JoinTokens"]
+
+    def join(i: int, token: str) -> None:
+        addr = c.host_addr(i)
+        req = {"ListenAddr": f"{addr}:2377", "AdvertiseAddr": addr,
+               "RemoteAddrs": [f"{a1}:2377"], "JoinToken": token}
+        st, body = s.docker_api(lab.host(i).socket, "POST", "/swarm/join", req, timeout=90)
+        if st != 200:
+            raise LabError(f"{c.host_name(i)}: swarm join failed ({st}): {body}")
+
+    for i in range(2, managers + 1):
+        join(i, tokens["Manager"])
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        for f in [ex.submit(join, i, tokens["Worker"]) for i in range(managers + 1, hosts + 1)]:
+            f.result()
+    wait_nodes_ready(lab, hosts, timeout)
+
+
+def swarm_nodes(sock: Path) -> list[dict[str, Any]]:
+    st, nodes = s.docker_api(sock, "GET", "/nodes")
+    if st != 200 or not isinstance(nodes, list):
+        raise LabError(f"cannot list swarm nodes ({st}): {nodes}")
+    return nodes
+
+
+def wait_nodes_ready(lab: c.LabPaths, hosts: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = swarm_nodes(lab.host(1).socket)
+        ready = {n["Description"]["Hostname"] for n in nodes if n["Status"]["State"] == "ready"}
+        if len(ready) >= hosts:
+            return
+        if time.monotonic() > deadline:
+            missing = {c.host_name(i) for i in range(1, hosts + 1)} - ready
+            raise LabError(f"swarm nodes not ready within {timeout:.0f} s: {sorted(missing)}")
+        time.sleep(0.3)
+
+
+def up(root: Path, hosts: int, gpus: int, mtu: int, swarm: bool, managers: int,
+       timeout: float = 90) -> dict[str, Any]:
+    if os.geteuid() != 0:
+        raise LabError("lab up needs root (namespaces, bridge, iptables)")
+    if not 1 <= hosts <= c.MAX_HOSTS:
+        raise LabError(f"--hosts must be within 1..{c.MAX_HOSTS}")
+    if gpus < 0:
+        raise LabError("--gpus must be >= 0")
+    if not 1280 <= mtu <= 65535:
+        raise LabError("--mtu must be within 1280..65535")
+    if lab_exists(root):
+        raise LabError("a lab (or its leftovers) exists; run `python -m lab down` first")
+    t0 = time.monotonic()
+    lab = c.LabPaths(root)
+    root.mkdir(parents=True, exist_ok=True)
+    lab.shared.mkdir(exist_ok=True)
+    os.chmod(lab.shared, 0o1777)
+    state = {"hosts": hosts, "gpus": gpus, "mtu": mtu, "swarm": swarm, "managers": managers}
+    lab.state.write_text(json.dumps(state) + "\n")
+    with open("/proc/self/mountinfo") as f:
+        cgroups = c.parse_cgroup_mounts(f.read())
+    links = _cgroup_links()
+    for i in range(1, hosts + 1):
+        _host_files(lab, i, gpus, cgroups, links)
+    _ssh_keys(lab, hosts)
+    _bridge(mtu)
+    reg = _registry(lab)
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        list(ex.map(lambda i: _host_net(i, mtu), range(1, hosts + 1)))
+    procs = {i: _start_host(lab, i) for i in range(1, hosts + 1)}
+    _wait_registry(reg, lab.registry_log)
+    _wait_hosts(lab, procs, timeout)
+    _log(f"{hosts} hosts up in {time.monotonic() - t0:.1f} s")
+    if swarm:
+        form_swarm(lab, hosts, managers)
+        _log(f"swarm of {hosts} ({managers} manager(s)) ready "
+             f"in {time.monotonic() - t0:.1f} s")
+    return state

@@ -1,0 +1,93 @@
+"""Lab fixtures: one lab per module, always torn down (also when a test fails)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab import config as c
+from lab.down import down
+from lab.status import status
+from lab.testimage import build_and_push
+from lab.up import up
+
+HOSTS = 3
+GPUS = 2
+
+
+@dataclass
+class Lab:
+    root: Path
+    hosts: int
+    gpus: int
+    mtu: int
+    image: str
+    info: dict[str, Any]
+
+    @property
+    def paths(self) -> c.LabPaths:
+        return c.LabPaths(self.root)
+
+    def docker(self, i: int, *args: str, check: bool = True,
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """The docker CLI against host i's own unix socket."""
+        env = dict(os.environ, DOCKER_HOST=f"unix://{self.paths.host(i).socket}")
+        p = subprocess.run(["docker", *args], capture_output=True, text=True, env=env,
+                           timeout=timeout, check=False)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{c.host_name(i)}: docker {' '.join(args)} failed: "
+                                 f"{p.stderr.strip()}")
+        return p
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(step)
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root")
+
+
+def start_lab(hosts: int, gpus: int, mtu: int) -> Lab:
+    root = c.lab_root()
+    down(root)  # leftovers of an earlier, crashed run
+    up(root, hosts, gpus, mtu, swarm=True, managers=1)
+    image = build_and_push(c.LabPaths(root).host(1).socket)
+    return Lab(root, hosts, gpus, mtu, image, status(root))
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    """A 3-host swarm, 2 fake GPUs each, bridge MTU 9100, test image in the registry."""
+    _require_root()
+    root = c.lab_root()
+    try:
+        yield start_lab(HOSTS, GPUS, c.DEFAULT_MTU)
+    finally:
+        down(root)
+
+
+@pytest.fixture(scope="module")
+def small_mtu_lab() -> Iterator[Lab]:
+    """A 2-host swarm whose underlay (bridge and veths) has MTU 1500."""
+    _require_root()
+    root = c.lab_root()
+    try:
+        yield start_lab(2, 1, 1500)
+    finally:
+        down(root)

@@ -1,0 +1,85 @@
+"""A too-small underlay is caught; `lab down` leaves nothing behind, twice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Lab, wait_for
+
+from lab import config as c
+from lab import sysops as s
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+
+
+def test_too_small_underlay_fails_df_ping(small_mtu_lab: Lab) -> None:
+    """Over a 1500-byte underlay, an mtu-9000 overlay drops 8922-byte DF pings across hosts."""
+    lab, net, svc = small_mtu_lab, "ov-small", "small-target"
+    lab.docker(1, "network", "create", "-d", "overlay", "--attachable",
+               "--opt", "com.docker.network.driver.mtu=9000", net)
+    lab.docker(1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr",
+               "--network", net, "--constraint", f"node.hostname=={c.host_name(2)}",
+               lab.image, "sleep", "3600")
+    wait_for(lambda: "Running" in lab.docker(1, "service", "ps", svc, "--format",
+                                             "{{.CurrentState}}").stdout,
+             60, f"service {svc} on lab-h2")
+    small = lab.docker(1, "run", "--rm", "--network", net, lab.image,
+                       "/bin/ping", "-c", "1", "-W", "5", "-M", "do", "-s", "1000", f"tasks.{svc}",
+                       check=False)
+    assert small.returncode == 0, f"lab-h1 -> {svc}: 1000-byte ping failed: {small.stdout}"
+    big = lab.docker(1, "run", "--rm", "--network", net, lab.image,
+                     "/bin/ping", "-c", "2", "-W", "3", "-M", "do", "-s", "8922", f"tasks.{svc}",
+                     check=False)
+    assert big.returncode != 0, f"lab-h1 -> {svc}: 8922-byte DF ping passed a 1500 underlay"
+
+
+def _lab_leftovers(root: Path) -> list[str]:
+    left: list[str] = []
+    left += [f"netns {n}" for n in s.netns_list(c.NETNS_PREFIX)]
+    left += [f"link {d.name}" for d in Path("/sys/class/net").iterdir()
+             if d.name.startswith("dssl")]
+    left += [f"cgroup {g}" for g in s.lab_cgroups(c.CGROUP_PREFIX)]
+    rules = s.run(["iptables", "-w", "-S"]).stdout
+    left += [f"iptables {' '.join(r)}" for r in c.lab_rules_from_save(rules)]
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        try:
+            cmd = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            mounts = (pid_dir / "mountinfo").read_text()
+        except OSError:
+            continue
+        if str(root) in cmd or "docker-registry" in cmd:
+            left.append(f"process {pid_dir.name}: {cmd.strip()}")
+        if f" {root}" in mounts:
+            left.append(f"mount under {root} seen by pid {pid_dir.name}")
+    if root.exists():
+        left.append(f"dir {root}")
+    return left
+
+
+def _lab_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([os.sys.executable, "-m", "lab", *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_down_removes_everything_even_without_state(small_mtu_lab: Lab) -> None:
+    """After a crash-like loss of the state file, `lab down` still removes every trace."""
+    lab = small_mtu_lab
+    assert lab.docker(2, "run", "-d", lab.image, "sleep", "3600").returncode == 0
+    lab.paths.state.unlink()
+    p = _lab_cli("down")
+    assert p.returncode == 0, f"lab down failed: {p.stdout}{p.stderr}"
+    left = _lab_leftovers(lab.root)
+    assert not left, f"lab down left: {left}"
+
+
+def test_down_twice_is_fine(small_mtu_lab: Lab) -> None:
+    """A second `lab down` on a removed lab succeeds and changes nothing."""
+    for n in (1, 2):
+        p = _lab_cli("down")
+        assert p.returncode == 0, f"lab down #{n} failed: {p.stdout}{p.stderr}"
+    assert not _lab_leftovers(small_mtu_lab.root), "lab down twice left something"

@@ -1,0 +1,172 @@
+"""The running lab behaves like a real multi-host Docker Swarm with GPUs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+
+import pytest
+from conftest import Lab, wait_for
+
+from lab import config as c
+
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
+
+
+def _nodes(lab: Lab) -> list[dict[str, object]]:
+    ids = lab.docker(1, "node", "ls", "-q").stdout.split()
+    out = json.loads(lab.docker(1, "node", "inspect", *ids).stdout)
+    assert isinstance(out, list)
+    return out
+
+
+def _service_tasks(lab: Lab, name: str) -> list[dict[str, object]]:
+    p = lab.docker(1, "service", "ps", name, "--no-trunc", "--format", "{{json .}}")
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+def test_swarm_forms_with_all_nodes_ready(lab: Lab) -> None:
+    """Every lab host is a Ready swarm node with its own hostname and address."""
+    nodes = {n["Description"]["Hostname"]: n for n in _nodes(lab)}  # type: ignore[index]
+    for i in range(1, lab.hosts + 1):
+        name = c.host_name(i)
+        assert name in nodes, f"{name} is not a swarm node (nodes: {sorted(nodes)})"
+        st = nodes[name]["Status"]  # type: ignore[index]
+        assert st["State"] == "ready", f"{name} is {st['State']}, not ready"
+        assert st["Addr"] == c.host_addr(i), f"{name} advertises {st['Addr']}"
+
+
+def test_gpu_generic_resources_declared_per_node(lab: Lab) -> None:
+    """Each node declares its own deterministic NVIDIA-GPU UUIDs as generic resources."""
+    for n in _nodes(lab):
+        name = n["Description"]["Hostname"]  # type: ignore[index]
+        i = int(name.removeprefix("lab-h"))
+        res = n["Description"]["Resources"].get("GenericResources") or []  # type: ignore[index]
+        got = sorted(r["NamedResourceSpec"]["Value"] for r in res
+                     if r.get("NamedResourceSpec", {}).get("Kind") == c.GPU_RESOURCE)
+        assert got == sorted(c.gpu_uuids(i, lab.gpus)), f"{name} declares GPUs {got}"
+
+
+def test_gpu_reservation_over_capacity_stays_pending(lab: Lab) -> None:
+    """A service reserving more GPUs than any node has stays Pending; one that fits runs."""
+    too_many, fits = "gpu-too-many", "gpu-fits"
+    for name, n in ((too_many, lab.gpus + 1), (fits, lab.gpus)):
+        lab.docker(1, "service", "create", "-d", "--name", name, "--endpoint-mode", "dnsrr",
+                   "--generic-resource", f"{c.GPU_RESOURCE}={n}", lab.image, "sleep", "3600")
+    try:
+        wait_for(lambda: any(t["CurrentState"].startswith("Running")
+                             for t in _service_tasks(lab, fits)),
+                 60, f"service {fits} (reserving {lab.gpus} GPUs) to run")
+        tasks = _service_tasks(lab, too_many)
+        assert tasks, f"service {too_many} has no task"
+        assert all(t["CurrentState"].startswith("Pending") for t in tasks), \
+            f"service {too_many} is not pending: {tasks}"
+        task = json.loads(lab.docker(1, "inspect", _task_ids(lab, too_many)[0]).stdout)[0]
+        msg = task["Status"].get("Err", "")
+        assert "insufficient resources" in msg, f"service {too_many}: pending for {msg!r}"
+        got = _assigned_gpus(lab, fits)
+        assert len(got) == lab.gpus, f"service {fits}: task got GPUs {got}"
+    finally:
+        lab.docker(1, "service", "rm", too_many, fits, check=False)
+
+
+def _task_ids(lab: Lab, service: str) -> list[str]:
+    return lab.docker(1, "service", "ps", service, "--no-trunc", "-q").stdout.split()
+
+
+def _assigned_gpus(lab: Lab, service: str) -> list[str]:
+    """GPU UUIDs swarm assigned to the service's running task (it sets DOCKER_RESOURCE_*)."""
+    for tid in _task_ids(lab, service):
+        t = json.loads(lab.docker(1, "inspect", tid).stdout)[0]
+        if t["Status"]["State"] == "running":
+            return [r["NamedResourceSpec"]["Value"] for r in t.get("AssignedGenericResources", [])
+                    if r.get("NamedResourceSpec", {}).get("Kind") == c.GPU_RESOURCE]
+    return []
+
+
+def test_overlay_across_hosts_has_expected_mtu(lab: Lab) -> None:
+    """A container on h1 pings one on h2 over an mtu-9000 overlay with DF and 8922 bytes."""
+    net, svc = "ov9000", "mtu-target"
+    lab.docker(1, "network", "create", "-d", "overlay", "--attachable",
+               "--opt", "com.docker.network.driver.mtu=9000", net)
+    try:
+        lab.docker(1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr",
+                   "--network", net, "--constraint", f"node.hostname=={c.host_name(2)}",
+                   lab.image, "sleep", "3600")
+        wait_for(lambda: any(t["CurrentState"].startswith("Running")
+                             for t in _service_tasks(lab, svc)), 60, f"service {svc} on lab-h2")
+        p = lab.docker(1, "run", "--rm", "--network", net, lab.image, "sh", "-c",
+                       f"cat /sys/class/net/eth0/mtu && /bin/ping -c 2 -W 5 -M do -s 8922 "
+                       f"tasks.{svc}", check=False)
+        lines = p.stdout.splitlines()
+        assert lines and lines[0] == "8950", f"container on lab-h1 sees MTU {lines[:1]}, not 8950"
+        assert p.returncode == 0, f"lab-h1 -> {svc} on lab-h2: DF ping of 8922 bytes failed:\n" \
+                                  f"{p.stdout}{p.stderr}"
+    finally:
+        lab.docker(1, "service", "rm", svc, check=False)
+        wait_for(lambda: lab.docker(1, "network", "rm", net, check=False).returncode == 0,
+                 30, f"network {net} to be removable")
+
+
+def test_shared_dir_visible_on_all_hosts(lab: Lab) -> None:
+    """A file written to the shared dir from a container on h2 is read by containers on all."""
+    shared = str(lab.paths.shared)
+    token = uuid.uuid4().hex
+    lab.docker(2, "run", "--rm", "-v", f"{shared}:{shared}", lab.image, "sh", "-c",
+               f"echo {token} > {shared}/probe-{token}")
+    for i in range(1, lab.hosts + 1):
+        p = lab.docker(i, "run", "--rm", "-v", f"{shared}:{shared}", lab.image,
+                       "cat", f"{shared}/probe-{token}")
+        assert p.stdout.strip() == token, f"{c.host_name(i)}: shared file reads {p.stdout!r}"
+
+
+def test_ssh_key_login_lands_on_each_host(lab: Lab) -> None:
+    """ssh as root with the lab key reaches each host (its hostname, its netns address)."""
+    for i in range(1, lab.hosts + 1):
+        p = subprocess.run(
+            ["ssh", *c.ssh_opts(lab.paths), f"root@{c.host_addr(i)}",
+             "hostname; ip -4 -o addr show dev eth0"],
+            capture_output=True, text=True, timeout=30, check=False)
+        assert p.returncode == 0, f"{c.host_name(i)}: ssh failed: {p.stderr.strip()}"
+        name, addr = p.stdout.splitlines()[:2]
+        assert name == c.host_name(i), f"ssh to {c.host_addr(i)} landed on {name}"
+        assert f"{c.host_addr(i)}/" in addr, f"{c.host_name(i)}: eth0 is {addr}"
+
+
+def test_ssh_without_lab_key_is_refused(lab: Lab) -> None:
+    """Without the lab key (no password auth), root login on h1 is refused."""
+    p = subprocess.run(
+        ["ssh", "-F", "/dev/null", "-o", f"UserKnownHostsFile={lab.paths.known_hosts}",
+         "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", "/dev/null",
+         f"root@{c.host_addr(1)}", "true"],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert p.returncode != 0, "lab-h1 accepted ssh without the lab key"
+
+
+def test_docker_over_ssh_reaches_the_right_host(lab: Lab) -> None:
+    """DOCKER_HOST=ssh://root@<addr> talks to that host's own daemon."""
+    path = f"{lab.paths.ssh_bin}:{os.environ.get('PATH', '')}"
+    for i in range(1, lab.hosts + 1):
+        env = dict(os.environ, PATH=path, DOCKER_HOST=f"ssh://root@{c.host_addr(i)}")
+        p = subprocess.run(["docker", "info", "--format", "{{.Name}} {{.Swarm.NodeAddr}}"],
+                           capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert p.returncode == 0, f"{c.host_name(i)}: docker over ssh failed: {p.stderr}"
+        assert p.stdout.split() == [c.host_name(i), c.host_addr(i)], \
+            f"ssh://root@{c.host_addr(i)} reached {p.stdout.strip()!r}"
+
+
+def test_status_json_describes_the_lab(lab: Lab) -> None:
+    """`python -m lab status --json` lists every host with endpoints, GPUs and the registry."""
+    p = subprocess.run([os.sys.executable, "-m", "lab", "status", "--json"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, f"lab status failed: {p.stderr}"
+    st = json.loads(p.stdout)
+    assert st["registry"] == c.REGISTRY_ADDR and st["registry_up"], "registry not reported up"
+    assert st["bridge_mtu"] == lab.mtu, f"bridge MTU reported {st['bridge_mtu']}"
+    assert len(st["hosts"]) == lab.hosts, f"status lists {len(st['hosts'])} hosts"
+    for h in st["hosts"]:
+        assert h["daemon"] and h["ssh"], f"{h['name']}: daemon/ssh not answering"
+        assert h["declared_gpus"] == h["gpu_uuids"], f"{h['name']}: GPUs {h['declared_gpus']}"
+        assert h["swarm_state"] == "active", f"{h['name']}: swarm {h['swarm_state']}"

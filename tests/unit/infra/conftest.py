@@ -1,0 +1,32 @@
+"""Fixtures for the infra unit tests: sample configs and the Pulumi mocks."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+import pytest
+
+from tests.unit.infra.samples import Mocks, small_config, stack_config
+
+
+@pytest.fixture
+def dev_raw() -> dict[str, Any]:
+    """The dev stack's config, as a fresh mutable copy."""
+    return copy.deepcopy(stack_config("dev"))
+
+
+@pytest.fixture
+def raw() -> dict[str, Any]:
+    """A small valid three-host config (1 manager, 8 GPUs each)."""
+    return small_config()
+
+
+@pytest.fixture
+def mocks() -> Iterator[Mocks]:
+    """Pulumi runtime in mock mode for one test, project deepspeed-swarm, stack `unit`."""
+    m = Mocks()
+    pulumi.runtime.set_mocks(m, project="deepspeed-swarm", stack="unit", preview=False)
+    yield m

@@ -1,0 +1,88 @@
+"""Sample stack configs and the Pulumi mocks the infra unit tests share."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The raw `deepspeed-swarm:*` values of a committed stack file (prefix stripped)."""
+    doc = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
+    prefix = "deepspeed-swarm:"
+    return {k.removeprefix(prefix): v for k, v in doc["config"].items() if k.startswith(prefix)}
+
+
+def host(i: int, role: str = "worker", gpus: int = 8) -> dict[str, Any]:
+    """A minimal valid host entry."""
+    return {
+        "name": f"gpu-{i:02d}",
+        "address": f"10.0.0.{i}",
+        "docker_host": f"ssh://root@gpu-{i:02d}",
+        "role": role,
+        "gpus": {"count": gpus},
+    }
+
+
+def small_config() -> dict[str, Any]:
+    """A valid three-host config (1 manager, 8 GPUs each)."""
+    return {
+        "hosts": [host(1, "manager"), host(2), host(3)],
+        "network": {"mtu": 9000, "underlay_mtu": 9100},
+        "training": {"gpus_per_node": 8},
+    }
+
+
+class Mocks(pulumi.runtime.Mocks):
+    """Records every resource; fills in the outputs real providers would return."""
+
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append(args)
+        outs = dict(args.inputs)
+        if args.typ == "docker:index/image:Image":
+            outs["repoDigest"] = f"{args.inputs['imageName'].split(':')[0]}@sha256:{'ab' * 32}"
+        if args.typ == "pulumi-python:dynamic:Resource" and "expected_tasks" in args.inputs:
+            outs["entries"] = [
+                {
+                    "service": "ds-master" if n == 0 else "ds-worker",
+                    "slot": max(n, 1),
+                    "task_id": f"task{n}",
+                    "node": f"node-{n}",
+                    "address": f"10.0.1.{n + 2}",
+                    "container_id": f"c{n}",
+                    "gpu_uuids": [f"GPU-{n}-{g}" for g in range(2)],
+                }
+                for n in range(int(args.inputs["expected_tasks"]))
+            ]
+        if args.typ == "pulumi-python:dynamic:Resource" and "comment" in args.inputs:
+            outs["private_key"] = "-----BEGIN OPENSSH PRIVATE KEY-----mock"
+            outs["public_key"] = "ssh-ed25519 AAAAmock"
+        return f"{args.name}-id", outs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+    def by_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
+        return [r for r in self.resources if r.typ == typ]
+
+    def named(self, suffix: str) -> pulumi.runtime.MockResourceArgs:
+        found = [r for r in self.resources if r.name.endswith(suffix)]
+        assert len(found) == 1, f"expected one resource named *{suffix}, got {[r.name for r in found]}"
+        return found[0]
+
+
+def set_stack_config(raw: dict[str, Any], secret_keys: tuple[str, ...] = ()) -> None:
+    """Give the mocked engine a stack config, as `pulumi up` would."""
+    pulumi.runtime.set_all_config(
+        {f"deepspeed-swarm:{k}": json.dumps(v) for k, v in raw.items()},
+        [f"deepspeed-swarm:{k}" for k in secret_keys],
+    )
