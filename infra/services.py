@@ -129,7 +129,7 @@ class TrainingServices(pulumi.ComponentResource):
                 ),
                 task_spec=docker.ServiceTaskSpecArgs(
                     container_spec=spec,
-                    networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(name=network_id)],
+                    networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
                     placement=docker.ServiceTaskSpecPlacementArgs(
                         constraints=render.placement_constraints(role), max_replicas=1
                     ),

@@ -268,11 +268,16 @@ def render_ssh_client_config(lab: LabPaths, hosts: int) -> str:
 def ssh_opts(lab: LabPaths) -> list[str]:
     """ssh options that reach the lab hosts (e.g. for pulumi-docker's provider `ssh_opts`)."""
     return [
-        "-i", str(lab.ssh_key),
-        "-o", "IdentitiesOnly=yes",
-        "-o", f"UserKnownHostsFile={lab.known_hosts}",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", "BatchMode=yes",
+        "-i",
+        str(lab.ssh_key),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        f"UserKnownHostsFile={lab.known_hosts}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
     ]
 
 
@@ -315,6 +320,7 @@ class CgroupMount:
     options: str  # e.g. "memory" or "none,name=systemd"
 
 
+_CGROUP_V1_FLAGS = {"xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"}
 _GENERIC_OPTS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec", "nsdelegate"}
 
 
@@ -337,9 +343,11 @@ def parse_cgroup_mounts(mountinfo: str) -> list[CgroupMount]:
         seen.add(mountpoint)
         opts = [o for o in pfields[2].split(",") if o not in _GENERIC_OPTS]
         if fstype == "cgroup":
-            ctrls = [o for o in opts if not o.startswith(("name=", "release_agent"))]
+            opts = [o for o in opts if not o.startswith("release_agent")]
             names = [o for o in opts if o.startswith("name=")]
-            options = ",".join(ctrls + names) if ctrls else ",".join(["none", *names])
+            flags = [o for o in opts if o in _CGROUP_V1_FLAGS]
+            ctrls = [o for o in opts if o not in flags and o not in names]
+            options = ",".join((ctrls or ["none"]) + flags + names)
         else:
             options = ""
         found.append(CgroupMount(mountpoint, fstype, options))

@@ -70,6 +70,8 @@ def down(root: Path) -> list[str]:
             shutil.rmtree(root, ignore_errors=True)
             if root.exists():
                 problems.append(f"{root} could not be removed completely")
-    _log(f"down in {time.monotonic() - t0:.1f} s" + (f"; {len(problems)} problem(s)"
-                                                       if problems else ""))
+    _log(
+        f"down in {time.monotonic() - t0:.1f} s"
+        + (f"; {len(problems)} problem(s)" if problems else "")
+    )
     return problems

@@ -34,19 +34,21 @@ def _host_live(lab: c.LabPaths, i: int) -> dict[str, Any]:
     if st != 200 or not isinstance(info, dict):
         return live
     sw = info.get("Swarm") or {}
-    live.update({
-        "daemon": True,
-        "hostname": info.get("Name"),
-        "server_version": info.get("ServerVersion"),
-        "swarm_state": sw.get("LocalNodeState"),
-        "swarm_node_id": sw.get("NodeID") or None,
-        "swarm_manager": bool(sw.get("ControlAvailable")),
-        "declared_gpus": [
-            r["NamedResourceSpec"]["Value"]
-            for r in (info.get("GenericResources") or [])
-            if "NamedResourceSpec" in r and r["NamedResourceSpec"]["Kind"] == c.GPU_RESOURCE
-        ],
-    })
+    live.update(
+        {
+            "daemon": True,
+            "hostname": info.get("Name"),
+            "server_version": info.get("ServerVersion"),
+            "swarm_state": sw.get("LocalNodeState"),
+            "swarm_node_id": sw.get("NodeID") or None,
+            "swarm_manager": bool(sw.get("ControlAvailable")),
+            "declared_gpus": [
+                r["NamedResourceSpec"]["Value"]
+                for r in (info.get("GenericResources") or [])
+                if "NamedResourceSpec" in r and r["NamedResourceSpec"]["Kind"] == c.GPU_RESOURCE
+            ],
+        }
+    )
     return live
 
 
@@ -58,8 +60,14 @@ def status(root: Path) -> dict[str, Any]:
     mtu_file = Path(f"/sys/class/net/{c.BRIDGE}/mtu")
     mtu = int(mtu_file.read_text()) if mtu_file.exists() else int(st.get("mtu", c.DEFAULT_MTU))
     live = {i: _host_live(lab, i) for i in range(1, hosts + 1)}
-    out = c.status_dict(root, hosts, gpus, mtu, live,
-                        registry_up=s.tcp_open(c.BRIDGE_ADDR, c.REGISTRY_PORT, timeout=0.5))
+    out = c.status_dict(
+        root,
+        hosts,
+        gpus,
+        mtu,
+        live,
+        registry_up=s.tcp_open(c.BRIDGE_ADDR, c.REGISTRY_PORT, timeout=0.5),
+    )
     out["up"] = hosts > 0 and mtu_file.exists()
     out["swarm_nodes"] = []
     for i in range(1, hosts + 1):
@@ -70,10 +78,14 @@ def status(root: Path) -> dict[str, Any]:
                 continue
             if code == 200 and isinstance(nodes, list):
                 out["swarm_nodes"] = [
-                    {"hostname": n["Description"]["Hostname"], "id": n["ID"],
-                     "role": n["Spec"].get("Role"), "state": n["Status"]["State"],
-                     "addr": n["Status"].get("Addr"),
-                     "availability": n["Spec"].get("Availability")}
+                    {
+                        "hostname": n["Description"]["Hostname"],
+                        "id": n["ID"],
+                        "role": n["Spec"].get("Role"),
+                        "state": n["Status"]["State"],
+                        "addr": n["Status"].get("Addr"),
+                        "availability": n["Spec"].get("Availability"),
+                    }
                     for n in nodes
                 ]
                 break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -152,10 +153,8 @@ def lab_cgroups(prefix: str) -> set[str]:
 
 def kill_pids(pids: set[int], sig: int = signal.SIGKILL) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def kill_cgroup(name: str, timeout: float = 15) -> set[int]:
@@ -176,10 +175,8 @@ def kill_cgroup(name: str, timeout: float = 15) -> set[int]:
                 pass
         kill_pids(pids)
         if frozen:
-            try:
+            with contextlib.suppress(OSError):
                 freezer.write_text("THAWED")
-            except OSError:
-                pass
         time.sleep(0.1)
 
 

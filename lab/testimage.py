@@ -16,8 +16,27 @@ from lab.sysops import LabError
 IMAGE = f"{c.REGISTRY_ADDR}/dsslab/busybox:1"
 BUSYBOX = Path("/bin/busybox")
 PING = Path("/usr/bin/ping")
-APPLETS = ["sh", "ls", "cat", "sleep", "hostname", "echo", "nslookup", "mkdir", "touch",
-           "env", "ip", "ifconfig", "wget", "grep", "true", "false", "test", "[", "rm"]
+APPLETS = [
+    "sh",
+    "ls",
+    "cat",
+    "sleep",
+    "hostname",
+    "echo",
+    "nslookup",
+    "mkdir",
+    "touch",
+    "env",
+    "ip",
+    "ifconfig",
+    "wget",
+    "grep",
+    "true",
+    "false",
+    "test",
+    "[",
+    "rm",
+]
 
 
 def shared_libs(binary: Path) -> list[Path]:
@@ -55,7 +74,10 @@ def build_and_push(sock: Path, image: str = IMAGE) -> str:
     env = {"DOCKER_HOST": f"unix://{sock}", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     p = subprocess.run(
         ["docker", "import", "-c", 'CMD ["/bin/sh"]', "-c", "ENV PATH=/bin", "-", image],
-        input=rootfs_tar(), capture_output=True, env=env, check=False,
+        input=rootfs_tar(),
+        capture_output=True,
+        env=env,
+        check=False,
     )
     if p.returncode != 0:
         raise LabError(f"docker import failed: {p.stderr.decode()}")

@@ -41,7 +41,7 @@ def _ssh_keys(lab: c.LabPaths, hosts: int) -> None:
             procs.append(_keygen(hp.host_key, c.host_name(i)))
     for p in procs:
         if p.wait() != 0:
-            raise LabError(f"ssh-keygen failed: {p.args}")
+            raise LabError(f"ssh-keygen failed: {p.args!r}")
     pub = Path(str(lab.ssh_key) + ".pub").read_text()
     lab.authorized_keys.write_text(pub)
     os.chmod(lab.authorized_keys, 0o600)
@@ -103,20 +103,43 @@ def _join_cgroup(name: str) -> None:
 def _host_net(i: int, mtu: int) -> None:
     ns, veth = c.netns_name(i), c.veth_name(i)
     s.run(["ip", "netns", "add", ns])
-    s.run(["ip", "link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", "eth0",
-           "mtu", str(mtu), "netns", ns])
+    s.run(
+        [
+            "ip",
+            "link",
+            "add",
+            veth,
+            "mtu",
+            str(mtu),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "mtu",
+            str(mtu),
+            "netns",
+            ns,
+        ]
+    )
     s.run(["ip", "link", "set", veth, "master", c.BRIDGE, "up"])
-    batch = "\n".join([
-        "link set lo up",
-        f"addr add {c.host_addr(i)}/{c.PREFIX_LEN} dev eth0",
-        "link set eth0 up",
-        f"route add default via {c.BRIDGE_ADDR}",
-    ]) + "\n"
+    batch = (
+        "\n".join(
+            [
+                "link set lo up",
+                f"addr add {c.host_addr(i)}/{c.PREFIX_LEN} dev eth0",
+                "link set eth0 up",
+                f"route add default via {c.BRIDGE_ADDR}",
+            ]
+        )
+        + "\n"
+    )
     s.run(["ip", "-n", ns, "-batch", "-"], input_text=batch)
 
 
-def _host_files(lab: c.LabPaths, i: int, gpus: int, cgroups: list[c.CgroupMount],
-                links: dict[str, str]) -> None:
+def _host_files(
+    lab: c.LabPaths, i: int, gpus: int, cgroups: list[c.CgroupMount], links: dict[str, str]
+) -> None:
     hp = lab.host(i)
     for d in (hp.dir, hp.data_root, hp.exec_root, hp.etc_docker):
         d.mkdir(parents=True, exist_ok=True)
@@ -128,12 +151,27 @@ def _host_files(lab: c.LabPaths, i: int, gpus: int, cgroups: list[c.CgroupMount]
 
 def _start_host(lab: c.LabPaths, i: int) -> subprocess.Popen[bytes]:
     hp = lab.host(i)
-    argv = ["nsenter", f"--net=/run/netns/{c.netns_name(i)}", "--",
-            "unshare", "--mount", "--uts", "--propagation", "private", "--",
-            "/bin/sh", str(hp.init_script)]
+    argv = [
+        "nsenter",
+        f"--net=/run/netns/{c.netns_name(i)}",
+        "--",
+        "unshare",
+        "--mount",
+        "--uts",
+        "--propagation",
+        "private",
+        "--",
+        "/bin/sh",
+        str(hp.init_script),
+    ]
     with open(hp.dockerd_log, "ab") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _cgroup_links() -> dict[str, str]:
@@ -152,23 +190,26 @@ def _tail(path: Path, n: int = 15) -> str:
         return "(no log)"
 
 
-def _wait_hosts(lab: c.LabPaths, procs: dict[int, subprocess.Popen[bytes]],
-                timeout: float) -> None:
+def _wait_hosts(lab: c.LabPaths, procs: dict[int, subprocess.Popen[bytes]], timeout: float) -> None:
     pending = set(procs)
     deadline = time.monotonic() + timeout
     while pending:
         for i in sorted(pending):
             hp = lab.host(i)
             if procs[i].poll() is not None:
-                raise LabError(f"{c.host_name(i)}: dockerd exited ({procs[i].returncode}); "
-                               f"last lines of {hp.dockerd_log}:\n{_tail(hp.dockerd_log)}")
+                raise LabError(
+                    f"{c.host_name(i)}: dockerd exited ({procs[i].returncode}); "
+                    f"last lines of {hp.dockerd_log}:\n{_tail(hp.dockerd_log)}"
+                )
             if hp.socket.exists() and s.ping(hp.socket) and s.tcp_open(c.host_addr(i), 22):
                 pending.discard(i)
         if pending and time.monotonic() > deadline:
             names = ", ".join(c.host_name(i) for i in sorted(pending))
             first = lab.host(min(pending)).dockerd_log
-            raise LabError(f"no answer within {timeout:.0f} s from {names}; "
-                           f"last lines of {first}:\n{_tail(first)}")
+            raise LabError(
+                f"no answer within {timeout:.0f} s from {names}; "
+                f"last lines of {first}:\n{_tail(first)}"
+            )
         time.sleep(0.2)
 
 
@@ -186,8 +227,9 @@ def form_swarm(lab: c.LabPaths, hosts: int, managers: int = 1, timeout: float = 
         raise LabError(f"--managers {managers} must be within 1..{hosts}")
     lead = lab.host(1).socket
     a1 = c.host_addr(1)
-    st, body = s.docker_api(lead, "POST", "/swarm/init",
-                            {"ListenAddr": f"{a1}:2377", "AdvertiseAddr": a1}, timeout=60)
+    st, body = s.docker_api(
+        lead, "POST", "/swarm/init", {"ListenAddr": f"{a1}:2377", "AdvertiseAddr": a1}, timeout=60
+    )
     if st != 200:
         raise LabError(f"{c.host_name(1)}: swarm init failed ({st}): {body}")
     st, sw = s.docker_api(lead, "GET", "/swarm")
@@ -197,8 +239,12 @@ def form_swarm(lab: c.LabPaths, hosts: int, managers: int = 1, timeout: float = 
 
     def join(i: int, token: str) -> None:
         addr = c.host_addr(i)
-        req = {"ListenAddr": f"{addr}:2377", "AdvertiseAddr": addr,
-               "RemoteAddrs": [f"{a1}:2377"], "JoinToken": token}
+        req = {
+            "ListenAddr": f"{addr}:2377",
+            "AdvertiseAddr": addr,
+            "RemoteAddrs": [f"{a1}:2377"],
+            "JoinToken": token,
+        }
         st, body = s.docker_api(lab.host(i).socket, "POST", "/swarm/join", req, timeout=90)
         if st != 200:
             raise LabError(f"{c.host_name(i)}: swarm join failed ({st}): {body}")
@@ -231,8 +277,9 @@ def wait_nodes_ready(lab: c.LabPaths, hosts: int, timeout: float) -> None:
         time.sleep(0.3)
 
 
-def up(root: Path, hosts: int, gpus: int, mtu: int, swarm: bool, managers: int,
-       timeout: float = 90) -> dict[str, Any]:
+def up(
+    root: Path, hosts: int, gpus: int, mtu: int, swarm: bool, managers: int, timeout: float = 90
+) -> dict[str, Any]:
     if os.geteuid() != 0:
         raise LabError("lab up needs root (namespaces, bridge, iptables)")
     if not 1 <= hosts <= c.MAX_HOSTS:
@@ -266,6 +313,5 @@ def up(root: Path, hosts: int, gpus: int, mtu: int, swarm: bool, managers: int,
     _log(f"{hosts} hosts up in {time.monotonic() - t0:.1f} s")
     if swarm:
         form_swarm(lab, hosts, managers)
-        _log(f"swarm of {hosts} ({managers} manager(s)) ready "
-             f"in {time.monotonic() - t0:.1f} s")
+        _log(f"swarm of {hosts} ({managers} manager(s)) ready in {time.monotonic() - t0:.1f} s")
     return state

@@ -80,6 +80,22 @@ def setup_logging(log_dir: Path, rank: int) -> None:
     ds.propagate = False
 
 
+def _skip_unbuildable_shm_op(acc: Any) -> None:
+    """DeepSpeed's CPU accelerator loads its shm_comm op at init_distributed. The
+    image pre-builds it; where it is neither pre-built nor JIT-buildable (no
+    ninja), skip it instead of failing: it only speeds up inference all-reduce."""
+    if acc.device_name() != "cpu":
+        return
+    import shutil
+
+    import deepspeed.ops
+    from deepspeed.git_version_info import installed_ops
+
+    if not installed_ops.get("deepspeed_shm_comm") and shutil.which("ninja") is None:
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+        log.info("shm_comm op not pre-built and no ninja: skipping it")
+
+
 class StopFlag:
     def __init__(self) -> None:
         self.signum = 0
@@ -111,6 +127,8 @@ def train(args: argparse.Namespace) -> int:
     if "RANK" not in os.environ:  # single process: give torch.distributed an env
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29500"))
+    # Debian's torch has no libuv; the classic TCPStore works with every build.
+    os.environ.setdefault("USE_LIBUV", "0")
     if needs_master_wait(os.environ, dist_env):
         wait_for_master(dist_env.master_addr, dist_env.master_port, args.master_timeout)
 
@@ -126,6 +144,7 @@ def train(args: argparse.Namespace) -> int:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if acc.device_name() == "cpu":
         torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // local_world))
+    _skip_unbuildable_shm_op(acc)
     try:
         deepspeed.init_distributed(dist_backend=acc.communication_backend_name(),
                                    auto_mpi_discovery=False,

@@ -35,15 +35,18 @@ class Lab:
     def paths(self) -> c.LabPaths:
         return c.LabPaths(self.root)
 
-    def docker(self, i: int, *args: str, check: bool = True,
-               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def docker(
+        self, i: int, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """The docker CLI against host i's own unix socket."""
         env = dict(os.environ, DOCKER_HOST=f"unix://{self.paths.host(i).socket}")
-        p = subprocess.run(["docker", *args], capture_output=True, text=True, env=env,
-                           timeout=timeout, check=False)
+        p = subprocess.run(
+            ["docker", *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
         if check and p.returncode != 0:
-            raise AssertionError(f"{c.host_name(i)}: docker {' '.join(args)} failed: "
-                                 f"{p.stderr.strip()}")
+            raise AssertionError(
+                f"{c.host_name(i)}: docker {' '.join(args)} failed: {p.stderr.strip()}"
+            )
         return p
 
 

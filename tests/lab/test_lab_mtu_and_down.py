@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,29 +18,89 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 def test_too_small_underlay_fails_df_ping(small_mtu_lab: Lab) -> None:
     """Over a 1500-byte underlay, an mtu-9000 overlay drops 8922-byte DF pings across hosts."""
     lab, net, svc = small_mtu_lab, "ov-small", "small-target"
-    lab.docker(1, "network", "create", "-d", "overlay", "--attachable",
-               "--opt", "com.docker.network.driver.mtu=9000", net)
-    lab.docker(1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr",
-               "--network", net, "--constraint", f"node.hostname=={c.host_name(2)}",
-               lab.image, "sleep", "3600")
-    wait_for(lambda: "Running" in lab.docker(1, "service", "ps", svc, "--format",
-                                             "{{.CurrentState}}").stdout,
-             60, f"service {svc} on lab-h2")
-    small = lab.docker(1, "run", "--rm", "--network", net, lab.image,
-                       "/bin/ping", "-c", "1", "-W", "5", "-M", "do", "-s", "1000", f"tasks.{svc}",
-                       check=False)
+    lab.docker(
+        1,
+        "network",
+        "create",
+        "-d",
+        "overlay",
+        "--attachable",
+        "--opt",
+        "com.docker.network.driver.mtu=9000",
+        net,
+    )
+    lab.docker(
+        1,
+        "service",
+        "create",
+        "-d",
+        "--name",
+        svc,
+        "--endpoint-mode",
+        "dnsrr",
+        "--network",
+        net,
+        "--constraint",
+        f"node.hostname=={c.host_name(2)}",
+        lab.image,
+        "sleep",
+        "3600",
+    )
+    wait_for(
+        lambda: (
+            "Running" in lab.docker(1, "service", "ps", svc, "--format", "{{.CurrentState}}").stdout
+        ),
+        60,
+        f"service {svc} on lab-h2",
+    )
+    small = lab.docker(
+        1,
+        "run",
+        "--rm",
+        "--network",
+        net,
+        lab.image,
+        "/bin/ping",
+        "-c",
+        "1",
+        "-W",
+        "5",
+        "-M",
+        "do",
+        "-s",
+        "1000",
+        f"tasks.{svc}",
+        check=False,
+    )
     assert small.returncode == 0, f"lab-h1 -> {svc}: 1000-byte ping failed: {small.stdout}"
-    big = lab.docker(1, "run", "--rm", "--network", net, lab.image,
-                     "/bin/ping", "-c", "2", "-W", "3", "-M", "do", "-s", "8922", f"tasks.{svc}",
-                     check=False)
+    big = lab.docker(
+        1,
+        "run",
+        "--rm",
+        "--network",
+        net,
+        lab.image,
+        "/bin/ping",
+        "-c",
+        "2",
+        "-W",
+        "3",
+        "-M",
+        "do",
+        "-s",
+        "8922",
+        f"tasks.{svc}",
+        check=False,
+    )
     assert big.returncode != 0, f"lab-h1 -> {svc}: 8922-byte DF ping passed a 1500 underlay"
 
 
 def _lab_leftovers(root: Path) -> list[str]:
     left: list[str] = []
     left += [f"netns {n}" for n in s.netns_list(c.NETNS_PREFIX)]
-    left += [f"link {d.name}" for d in Path("/sys/class/net").iterdir()
-             if d.name.startswith("dssl")]
+    left += [
+        f"link {d.name}" for d in Path("/sys/class/net").iterdir() if d.name.startswith("dssl")
+    ]
     left += [f"cgroup {g}" for g in s.lab_cgroups(c.CGROUP_PREFIX)]
     rules = s.run(["iptables", "-w", "-S"]).stdout
     left += [f"iptables {' '.join(r)}" for r in c.lab_rules_from_save(rules)]
@@ -62,8 +122,13 @@ def _lab_leftovers(root: Path) -> list[str]:
 
 
 def _lab_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([os.sys.executable, "-m", "lab", *args], capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_down_removes_everything_even_without_state(small_mtu_lab: Lab) -> None:

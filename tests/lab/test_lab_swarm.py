@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
+from typing import Any
 
 import pytest
 from conftest import Lab, wait_for
@@ -15,25 +17,25 @@ from lab import config as c
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
 
-def _nodes(lab: Lab) -> list[dict[str, object]]:
+def _nodes(lab: Lab) -> list[dict[str, Any]]:
     ids = lab.docker(1, "node", "ls", "-q").stdout.split()
     out = json.loads(lab.docker(1, "node", "inspect", *ids).stdout)
     assert isinstance(out, list)
     return out
 
 
-def _service_tasks(lab: Lab, name: str) -> list[dict[str, object]]:
+def _service_tasks(lab: Lab, name: str) -> list[dict[str, Any]]:
     p = lab.docker(1, "service", "ps", name, "--no-trunc", "--format", "{{json .}}")
     return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
 
 
 def test_swarm_forms_with_all_nodes_ready(lab: Lab) -> None:
     """Every lab host is a Ready swarm node with its own hostname and address."""
-    nodes = {n["Description"]["Hostname"]: n for n in _nodes(lab)}  # type: ignore[index]
+    nodes = {n["Description"]["Hostname"]: n for n in _nodes(lab)}
     for i in range(1, lab.hosts + 1):
         name = c.host_name(i)
         assert name in nodes, f"{name} is not a swarm node (nodes: {sorted(nodes)})"
-        st = nodes[name]["Status"]  # type: ignore[index]
+        st = nodes[name]["Status"]
         assert st["State"] == "ready", f"{name} is {st['State']}, not ready"
         assert st["Addr"] == c.host_addr(i), f"{name} advertises {st['Addr']}"
 
@@ -41,11 +43,14 @@ def test_swarm_forms_with_all_nodes_ready(lab: Lab) -> None:
 def test_gpu_generic_resources_declared_per_node(lab: Lab) -> None:
     """Each node declares its own deterministic NVIDIA-GPU UUIDs as generic resources."""
     for n in _nodes(lab):
-        name = n["Description"]["Hostname"]  # type: ignore[index]
+        name = n["Description"]["Hostname"]
         i = int(name.removeprefix("lab-h"))
-        res = n["Description"]["Resources"].get("GenericResources") or []  # type: ignore[index]
-        got = sorted(r["NamedResourceSpec"]["Value"] for r in res
-                     if r.get("NamedResourceSpec", {}).get("Kind") == c.GPU_RESOURCE)
+        res = n["Description"]["Resources"].get("GenericResources") or []
+        got = sorted(
+            r["NamedResourceSpec"]["Value"]
+            for r in res
+            if r.get("NamedResourceSpec", {}).get("Kind") == c.GPU_RESOURCE
+        )
         assert got == sorted(c.gpu_uuids(i, lab.gpus)), f"{name} declares GPUs {got}"
 
 
@@ -53,21 +58,41 @@ def test_gpu_reservation_over_capacity_stays_pending(lab: Lab) -> None:
     """A service reserving more GPUs than any node has stays Pending; one that fits runs."""
     too_many, fits = "gpu-too-many", "gpu-fits"
     for name, n in ((too_many, lab.gpus + 1), (fits, lab.gpus)):
-        lab.docker(1, "service", "create", "-d", "--name", name, "--endpoint-mode", "dnsrr",
-                   "--generic-resource", f"{c.GPU_RESOURCE}={n}", lab.image, "sleep", "3600")
+        lab.docker(
+            1,
+            "service",
+            "create",
+            "-d",
+            "--name",
+            name,
+            "--endpoint-mode",
+            "dnsrr",
+            "--generic-resource",
+            f"{c.GPU_RESOURCE}={n}",
+            lab.image,
+            "sleep",
+            "3600",
+        )
     try:
-        wait_for(lambda: any(t["CurrentState"].startswith("Running")
-                             for t in _service_tasks(lab, fits)),
-                 60, f"service {fits} (reserving {lab.gpus} GPUs) to run")
+        wait_for(
+            lambda: any(t["CurrentState"].startswith("Running") for t in _service_tasks(lab, fits)),
+            60,
+            f"service {fits} (reserving {lab.gpus} GPUs) to run",
+        )
         tasks = _service_tasks(lab, too_many)
         assert tasks, f"service {too_many} has no task"
-        assert all(t["CurrentState"].startswith("Pending") for t in tasks), \
+        assert all(t["CurrentState"].startswith("Pending") for t in tasks), (
             f"service {too_many} is not pending: {tasks}"
+        )
         task = json.loads(lab.docker(1, "inspect", _task_ids(lab, too_many)[0]).stdout)[0]
         msg = task["Status"].get("Err", "")
         assert "insufficient resources" in msg, f"service {too_many}: pending for {msg!r}"
-        got = _assigned_gpus(lab, fits)
-        assert len(got) == lab.gpus, f"service {fits}: task got GPUs {got}"
+        host, got = _assigned_gpus(lab, fits)
+        assert host, f"service {fits}: no running task"
+        mine = set(c.gpu_uuids(int(host.removeprefix("lab-h")), lab.gpus))
+        assert len(got) == lab.gpus and set(got) <= mine, (
+            f"service {fits} on {host}: container got GPUs {got}, host has {sorted(mine)}"
+        )
     finally:
         lab.docker(1, "service", "rm", too_many, fits, check=False)
 
@@ -76,49 +101,117 @@ def _task_ids(lab: Lab, service: str) -> list[str]:
     return lab.docker(1, "service", "ps", service, "--no-trunc", "-q").stdout.split()
 
 
-def _assigned_gpus(lab: Lab, service: str) -> list[str]:
-    """GPU UUIDs swarm assigned to the service's running task (it sets DOCKER_RESOURCE_*)."""
+def _assigned_gpus(lab: Lab, service: str) -> tuple[str, list[str]]:
+    """(host, GPU UUIDs) that swarm gave the service's running task, from the container env."""
     for tid in _task_ids(lab, service):
         t = json.loads(lab.docker(1, "inspect", tid).stdout)[0]
-        if t["Status"]["State"] == "running":
-            return [r["NamedResourceSpec"]["Value"] for r in t.get("AssignedGenericResources", [])
-                    if r.get("NamedResourceSpec", {}).get("Kind") == c.GPU_RESOURCE]
-    return []
+        if t["Status"]["State"] != "running":
+            continue
+        node = json.loads(lab.docker(1, "node", "inspect", t["NodeID"]).stdout)[0]
+        host = node["Description"]["Hostname"]
+        cid = t["Status"]["ContainerStatus"]["ContainerID"]
+        env = json.loads(
+            lab.docker(
+                int(host.removeprefix("lab-h")), "inspect", "--format", "{{json .Config.Env}}", cid
+            ).stdout
+        )
+        key = f"DOCKER_RESOURCE_{c.GPU_RESOURCE}="
+        for e in env:
+            if e.startswith(key):
+                return host, e.removeprefix(key).split(",")
+        return host, []
+    return "", []
 
 
 def test_overlay_across_hosts_has_expected_mtu(lab: Lab) -> None:
     """A container on h1 pings one on h2 over an mtu-9000 overlay with DF and 8922 bytes."""
     net, svc = "ov9000", "mtu-target"
-    lab.docker(1, "network", "create", "-d", "overlay", "--attachable",
-               "--opt", "com.docker.network.driver.mtu=9000", net)
+    lab.docker(
+        1,
+        "network",
+        "create",
+        "-d",
+        "overlay",
+        "--attachable",
+        "--opt",
+        "com.docker.network.driver.mtu=9000",
+        net,
+    )
     try:
-        lab.docker(1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr",
-                   "--network", net, "--constraint", f"node.hostname=={c.host_name(2)}",
-                   lab.image, "sleep", "3600")
-        wait_for(lambda: any(t["CurrentState"].startswith("Running")
-                             for t in _service_tasks(lab, svc)), 60, f"service {svc} on lab-h2")
-        p = lab.docker(1, "run", "--rm", "--network", net, lab.image, "sh", "-c",
-                       f"cat /sys/class/net/eth0/mtu && /bin/ping -c 2 -W 5 -M do -s 8922 "
-                       f"tasks.{svc}", check=False)
+        lab.docker(
+            1,
+            "service",
+            "create",
+            "-d",
+            "--name",
+            svc,
+            "--endpoint-mode",
+            "dnsrr",
+            "--network",
+            net,
+            "--constraint",
+            f"node.hostname=={c.host_name(2)}",
+            lab.image,
+            "sleep",
+            "3600",
+        )
+        wait_for(
+            lambda: any(t["CurrentState"].startswith("Running") for t in _service_tasks(lab, svc)),
+            60,
+            f"service {svc} on lab-h2",
+        )
+        p = lab.docker(
+            1,
+            "run",
+            "--rm",
+            "--network",
+            net,
+            lab.image,
+            "sh",
+            "-c",
+            f"cat /sys/class/net/eth0/mtu && /bin/ping -c 2 -W 5 -M do -s 8922 tasks.{svc}",
+            check=False,
+        )
         lines = p.stdout.splitlines()
         assert lines and lines[0] == "8950", f"container on lab-h1 sees MTU {lines[:1]}, not 8950"
-        assert p.returncode == 0, f"lab-h1 -> {svc} on lab-h2: DF ping of 8922 bytes failed:\n" \
-                                  f"{p.stdout}{p.stderr}"
+        assert p.returncode == 0, (
+            f"lab-h1 -> {svc} on lab-h2: DF ping of 8922 bytes failed:\n{p.stdout}{p.stderr}"
+        )
     finally:
         lab.docker(1, "service", "rm", svc, check=False)
-        wait_for(lambda: lab.docker(1, "network", "rm", net, check=False).returncode == 0,
-                 30, f"network {net} to be removable")
+        wait_for(
+            lambda: lab.docker(1, "network", "rm", net, check=False).returncode == 0,
+            30,
+            f"network {net} to be removable",
+        )
 
 
 def test_shared_dir_visible_on_all_hosts(lab: Lab) -> None:
     """A file written to the shared dir from a container on h2 is read by containers on all."""
     shared = str(lab.paths.shared)
     token = uuid.uuid4().hex
-    lab.docker(2, "run", "--rm", "-v", f"{shared}:{shared}", lab.image, "sh", "-c",
-               f"echo {token} > {shared}/probe-{token}")
+    lab.docker(
+        2,
+        "run",
+        "--rm",
+        "-v",
+        f"{shared}:{shared}",
+        lab.image,
+        "sh",
+        "-c",
+        f"echo {token} > {shared}/probe-{token}",
+    )
     for i in range(1, lab.hosts + 1):
-        p = lab.docker(i, "run", "--rm", "-v", f"{shared}:{shared}", lab.image,
-                       "cat", f"{shared}/probe-{token}")
+        p = lab.docker(
+            i,
+            "run",
+            "--rm",
+            "-v",
+            f"{shared}:{shared}",
+            lab.image,
+            "cat",
+            f"{shared}/probe-{token}",
+        )
         assert p.stdout.strip() == token, f"{c.host_name(i)}: shared file reads {p.stdout!r}"
 
 
@@ -126,9 +219,17 @@ def test_ssh_key_login_lands_on_each_host(lab: Lab) -> None:
     """ssh as root with the lab key reaches each host (its hostname, its netns address)."""
     for i in range(1, lab.hosts + 1):
         p = subprocess.run(
-            ["ssh", *c.ssh_opts(lab.paths), f"root@{c.host_addr(i)}",
-             "hostname; ip -4 -o addr show dev eth0"],
-            capture_output=True, text=True, timeout=30, check=False)
+            [
+                "ssh",
+                *c.ssh_opts(lab.paths),
+                f"root@{c.host_addr(i)}",
+                "hostname; ip -4 -o addr show dev eth0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         assert p.returncode == 0, f"{c.host_name(i)}: ssh failed: {p.stderr.strip()}"
         name, addr = p.stdout.splitlines()[:2]
         assert name == c.host_name(i), f"ssh to {c.host_addr(i)} landed on {name}"
@@ -138,10 +239,26 @@ def test_ssh_key_login_lands_on_each_host(lab: Lab) -> None:
 def test_ssh_without_lab_key_is_refused(lab: Lab) -> None:
     """Without the lab key (no password auth), root login on h1 is refused."""
     p = subprocess.run(
-        ["ssh", "-F", "/dev/null", "-o", f"UserKnownHostsFile={lab.paths.known_hosts}",
-         "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", "/dev/null",
-         f"root@{c.host_addr(1)}", "true"],
-        capture_output=True, text=True, timeout=30, check=False)
+        [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-o",
+            f"UserKnownHostsFile={lab.paths.known_hosts}",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-i",
+            "/dev/null",
+            f"root@{c.host_addr(1)}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert p.returncode != 0, "lab-h1 accepted ssh without the lab key"
 
 
@@ -150,17 +267,29 @@ def test_docker_over_ssh_reaches_the_right_host(lab: Lab) -> None:
     path = f"{lab.paths.ssh_bin}:{os.environ.get('PATH', '')}"
     for i in range(1, lab.hosts + 1):
         env = dict(os.environ, PATH=path, DOCKER_HOST=f"ssh://root@{c.host_addr(i)}")
-        p = subprocess.run(["docker", "info", "--format", "{{.Name}} {{.Swarm.NodeAddr}}"],
-                           capture_output=True, text=True, env=env, timeout=60, check=False)
+        p = subprocess.run(
+            ["docker", "info", "--format", "{{.Name}} {{.Swarm.NodeAddr}}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
         assert p.returncode == 0, f"{c.host_name(i)}: docker over ssh failed: {p.stderr}"
-        assert p.stdout.split() == [c.host_name(i), c.host_addr(i)], \
+        assert p.stdout.split() == [c.host_name(i), c.host_addr(i)], (
             f"ssh://root@{c.host_addr(i)} reached {p.stdout.strip()!r}"
+        )
 
 
 def test_status_json_describes_the_lab(lab: Lab) -> None:
     """`python -m lab status --json` lists every host with endpoints, GPUs and the registry."""
-    p = subprocess.run([os.sys.executable, "-m", "lab", "status", "--json"],
-                       capture_output=True, text=True, timeout=60, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "lab", "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode == 0, f"lab status failed: {p.stderr}"
     st = json.loads(p.stdout)
     assert st["registry"] == c.REGISTRY_ADDR and st["registry_up"], "registry not reported up"

@@ -49,7 +49,7 @@ class Mocks(pulumi.runtime.Mocks):
         self.resources.append(args)
         outs = dict(args.inputs)
         if args.typ == "docker:index/image:Image":
-            outs["repoDigest"] = f"{args.inputs['imageName'].split(':')[0]}@sha256:{'ab' * 32}"
+            outs["repoDigest"] = f"{args.inputs['imageName'].rsplit(':', 1)[0]}@sha256:{'ab' * 32}"
         if args.typ == "pulumi-python:dynamic:Resource" and "expected_tasks" in args.inputs:
             outs["entries"] = [
                 {

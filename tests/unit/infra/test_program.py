@@ -1,0 +1,177 @@
+"""The whole program under Pulumi mocks: the resource graph, key properties, ordering."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.stack import wait_for_rpcs
+from pulumi.runtime.sync_await import _sync_await
+
+from tests.unit.infra.samples import ROOT, Mocks, set_stack_config
+
+pytestmark = pytest.mark.unit
+
+SERVICE = "docker:index/service:Service"
+DYNAMIC = "pulumi-python:dynamic:Resource"
+# How a secret value looks on the wire to the engine (Pulumi's property-value signature).
+SECRET_SIG, SECRET_VALUE_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
+def run_program(
+    raw: dict[str, Any], tmp_path: Path, secrets: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run __main__.py against the mocked engine with this config."""
+    key = tmp_path / "id_ed25519"
+    key.write_text("lab-key")
+    raw = {**raw, "preflight": {**raw.get("preflight", {}), "ssh_private_key_file": str(key)}}
+    keys: tuple[str, ...] = ()
+    if secrets:
+        raw["secrets"] = secrets
+        keys = ("secrets",)
+    set_stack_config(raw, keys)
+    program = runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    # Let every registration (and the applies feeding it) reach the mocks.
+    _sync_await(wait_for_rpcs())
+    return program
+
+
+def is_secret(output: pulumi.Output[Any]) -> bool:
+    """Whether an output is marked secret (so state stores it encrypted)."""
+    return bool(_sync_await(output.is_secret()))
+
+
+@pytest.fixture
+def dev_program(mocks: Mocks, dev_raw: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """The dev stack's program run under mocks, with one user secret: its globals."""
+    return run_program(dev_raw, tmp_path, {"wandb_api_key": "s3cr3t-value"})
+
+
+@pytest.fixture
+def dev_graph(mocks: Mocks, dev_program: dict[str, Any]) -> Mocks:
+    """The resources the dev stack's program registered."""
+    return mocks
+
+
+def test_component_types(dev_graph: Mocks) -> None:
+    """One component per concern, typed deepspeed-swarm:<module>:<Class>."""
+    types = {r.typ for r in dev_graph.resources if r.typ.startswith("deepspeed-swarm:")}
+    assert types == {
+        "deepspeed-swarm:hostfacts:HostFacts",
+        "deepspeed-swarm:swarm:SwarmCluster",
+        "deepspeed-swarm:image:TrainingImage",
+        "deepspeed-swarm:network:OverlayNetwork",
+        "deepspeed-swarm:secrets:ClusterSecrets",
+        "deepspeed-swarm:services:TrainingServices",
+        "deepspeed-swarm:launch:TrainingLaunch",
+    }
+
+
+def test_one_docker_provider_per_host(dev_graph: Mocks) -> None:
+    """Every host gets an explicit docker provider for its own endpoint."""
+    hosts = {
+        r.name: r.inputs["host"]
+        for r in dev_graph.by_type("pulumi:providers:docker")
+        if "-swarm-docker-" in r.name
+    }
+    assert hosts == {
+        "unit-swarm-docker-lab-h1": "unix:///var/lib/dss-lab/h1/docker.sock",
+        "unit-swarm-docker-lab-h2": "unix:///var/lib/dss-lab/h2/docker.sock",
+    }
+
+
+def test_network_mtu_and_overlay(dev_graph: Mocks) -> None:
+    """The overlay carries the configured MTU as a driver option and is attachable."""
+    net = dev_graph.named("unit-net-overlay")
+    assert net.inputs["driver"] == "overlay", f"{net.name}: driver"
+    assert net.inputs["options"] == {"com.docker.network.driver.mtu": "9000"}, net.name
+    assert net.inputs["attachable"] is True, net.name
+
+
+def test_services_reserve_gpus_and_use_dnsrr(dev_graph: Mocks) -> None:
+    """Master and workers reserve NVIDIA-GPU per node, use dnsrr, one task per node."""
+    svcs = {r.inputs["name"]: r.inputs for r in dev_graph.by_type(SERVICE)}
+    assert set(svcs) == {"ds-master", "ds-worker"}
+    for name, s in svcs.items():
+        spec = s["taskSpec"]
+        gen = spec["resources"]["reservation"]["genericResources"]
+        assert gen["discreteResourcesSpecs"] == ["NVIDIA-GPU=2"], name
+        assert s["endpointSpec"]["mode"] == "dnsrr", name
+        assert spec["placement"]["maxReplicas"] == 1, name
+        assert s["convergeConfig"]["timeout"] == "10m", name
+    assert svcs["ds-master"]["mode"]["replicated"]["replicas"] == 1
+    assert svcs["ds-worker"]["mode"]["replicated"]["replicas"] == 1
+    assert svcs["ds-master"]["taskSpec"]["placement"]["constraints"] == [
+        "node.labels.dss.role==master"
+    ]
+
+
+def test_services_mount_shm_data_and_secrets(dev_graph: Mocks) -> None:
+    """Tasks get a sized /dev/shm tmpfs, /data, and secrets readable by uid 1000 only."""
+    master = next(r for r in dev_graph.by_type(SERVICE) if r.inputs["name"] == "ds-master")
+    c = master.inputs["taskSpec"]["containerSpec"]
+    mounts = {m["target"]: m for m in c["mounts"]}
+    assert mounts["/dev/shm"]["tmpfsOptions"]["sizeBytes"] == 256 << 20, master.name
+    assert mounts["/data"]["source"] == "/var/lib/dss-lab/shared", master.name
+    files = {s["fileName"]: s for s in c["secrets"]}
+    assert set(files) == {"ssh_private_key", "ssh_public_key", "wandb_api_key"}, master.name
+    assert all(s["fileUid"] == "1000" and s["fileMode"] == 0o400 for s in files.values())
+    assert c["stopSignal"] == "SIGTERM" and c["stopGracePeriod"] == "60s", master.name
+    assert c["env"]["DS_ACCELERATOR"] == "cpu", master.name
+    assert "s3cr3t" not in str(c["env"]), f"{master.name}: a secret leaked into env"
+
+
+def test_image_pinned_by_digest(dev_graph: Mocks) -> None:
+    """Services run the pushed image by digest, not by a mutable tag."""
+    master = next(r for r in dev_graph.by_type(SERVICE) if r.inputs["name"] == "ds-master")
+    image = master.inputs["taskSpec"]["containerSpec"]["image"]
+    assert image.startswith("10.213.0.1:5000/deepspeed-swarm/train@sha256:"), master.name
+
+
+def test_secrets_are_secret(dev_graph: Mocks, dev_program: dict[str, Any]) -> None:
+    """Every docker.Secret's data, and the generated private key, are secret outputs."""
+    secrets = dev_graph.by_type("docker:index/secret:Secret")
+    assert len(secrets) == 3
+    for file_name, s in dev_program["secrets"].secrets.items():
+        assert is_secret(s.data), f"docker.Secret {file_name}: data is not a secret output"
+    names = sorted(s.name for s in secrets)
+    assert names == [
+        "unit-secrets-ssh-private-key",
+        "unit-secrets-ssh-public-key",
+        "unit-secrets-wandb-api-key",
+    ]
+
+
+def test_launch_is_delete_before_replace_pdsh(dev_graph: Mocks) -> None:
+    """pdsh launches once, on the master host, with the hostfile in its triggers."""
+    cmds = dev_graph.by_type("command:remote:Command")
+    assert [c.name for c in cmds] == ["unit-launch-run"]
+    create = cmds[0].inputs["create"]
+    assert "--launcher=pdsh" in create and "--hostfile=/tmp/dss/hostfile" in create
+    conn = cmds[0].inputs["connection"]
+    # The connection (it holds the SSH key) reaches the engine wrapped as a secret.
+    assert conn.get(SECRET_SIG) == SECRET_VALUE_SIG, f"{cmds[0].name}: connection is not secret"
+    assert conn["value"]["host"] == "10.213.0.11", cmds[0].name
+    assert "10.0.1.2 slots=1\n10.0.1.3 slots=1\n" in cmds[0].inputs["triggers"]
+
+
+def test_facts_expect_config(dev_graph: Mocks) -> None:
+    """Each host's facts resource expects the configured GPUs and NIC MTU."""
+    facts = [r for r in dev_graph.by_type(DYNAMIC) if "expected" in r.inputs]
+    assert {f.inputs["host"]: f.inputs["expected"] for f in facts} == {
+        "lab-h1": {"hostname": "lab-h1", "gpu_count": 2, "nic_mtu": 9100, "driver_meets_minimum": True},
+        "lab-h2": {"hostname": "lab-h2", "gpu_count": 2, "nic_mtu": 9100, "driver_meets_minimum": True},
+    }
+
+
+def test_node_labels(dev_graph: Mocks) -> None:
+    """Swarm nodes carry role and GPU labels; the first host is the master."""
+    nodes = {r.inputs["host"]: r.inputs for r in dev_graph.by_type(DYNAMIC) if "labels" in r.inputs}
+    assert nodes["lab-h1"]["labels"]["dss.role"] == "master"
+    assert nodes["lab-h2"]["labels"] == {
+        "dss.role": "worker", "dss.gpus": "2", "dss.gpu-model": "fake-gpu"
+    }
+    assert nodes["lab-h1"]["role"] == "manager" and nodes["lab-h2"]["role"] == "worker"

@@ -1,0 +1,141 @@
+"""infra.render: hostfiles, rank maps, launch lines and scripts (golden files)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import render
+from infra.config import parse_stack_config
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def golden(name: str, text: str) -> None:
+    """Compare with golden/<name>; DSS_UPDATE_GOLDEN=1 rewrites it."""
+    path = GOLDEN / name
+    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
+
+
+def entry(service: str, slot: int, node: str, address: str, gpus: list[str]) -> render.RosterEntry:
+    return {
+        "service": service, "slot": slot, "task_id": f"t-{node}", "node": node,
+        "address": address, "container_id": f"c-{node}", "gpu_uuids": gpus,
+    }
+
+
+ROSTER = [
+    entry("ds-worker", 2, "gpu-03", "10.0.1.5", ["GPU-c", "GPU-d"]),
+    entry("ds-master", 1, "gpu-01", "10.0.1.3", ["GPU-a"]),
+    entry("ds-worker", 1, "gpu-02", "10.0.1.4", ["GPU-b"]),
+]
+
+
+def test_hostfile_master_first_then_workers_by_node() -> None:
+    """The hostfile lists the master first, workers by node name, with slots."""
+    assert render.render_hostfile(ROSTER, 8) == (
+        "10.0.1.3 slots=8\n10.0.1.4 slots=8\n10.0.1.5 slots=8\n"
+    )
+
+
+def test_rank_map_assigns_contiguous_ranks() -> None:
+    """Node rank k holds global ranks k*slots .. k*slots+slots-1."""
+    m = render.rank_map(ROSTER, 2)
+    assert [(r["node"], r["ranks"]) for r in m] == [
+        ("gpu-01", [0, 1]), ("gpu-02", [2, 3]), ("gpu-03", [4, 5])
+    ]
+
+
+def test_duplicate_gpus_found() -> None:
+    """A GPU UUID held by two tasks is reported with both holders."""
+    roster = [*ROSTER, entry("ds-worker", 3, "gpu-04", "10.0.1.6", ["GPU-a"])]
+    assert render.duplicate_gpus(roster) == {"GPU-a": ["ds-master.1@gpu-01", "ds-worker.3@gpu-04"]}
+
+
+def test_no_duplicate_gpus() -> None:
+    """Distinct GPUs per task report nothing."""
+    assert render.duplicate_gpus(ROSTER) == {}
+
+
+def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
+    """pdsh: one deepspeed launch with the hostfile, master address and node count."""
+    cfg = parse_stack_config(raw)
+    assert render.launch_argv(cfg, "10.0.1.3", 3) == [
+        "deepspeed", "--hostfile=/tmp/dss/hostfile", "--master_addr=10.0.1.3",
+        "--master_port=29500", "--launcher=pdsh", "--num_nodes=3",
+        "/opt/dss/train.py", "--deepspeed_config", "/opt/dss/ds_config.json",
+        "--run-name", "run", "--steps", "1000", "--checkpoint-every", "50",
+    ]
+
+
+def test_launch_argv_no_ssh_has_node_rank(raw: dict[str, Any]) -> None:
+    """SSH-less deepspeed gets --no_ssh and this node's rank."""
+    raw["training"]["launch_mode"] = "no_ssh"
+    argv = render.launch_argv(parse_stack_config(raw), "10.0.1.3", 3, node_rank=2)
+    assert argv[4:6] == ["--no_ssh", "--node_rank=2"]
+
+
+def test_launch_argv_torchrun(raw: dict[str, Any]) -> None:
+    """torchrun gets nnodes, procs per node (one per GPU) and its node rank."""
+    raw["training"]["launcher"] = "torchrun"
+    argv = render.launch_argv(parse_stack_config(raw), "10.0.1.3", 3, node_rank=1)
+    assert argv[:6] == [
+        "torchrun", "--nnodes=3", "--nproc_per_node=8", "--node_rank=1",
+        "--master_addr=10.0.1.3", "--master_port=29500",
+    ]
+
+
+def test_launch_script_golden(raw: dict[str, Any]) -> None:
+    """The launch script run on the master host matches its golden file."""
+    cfg = parse_stack_config(raw)
+    script = render.launch_script(
+        service="ds-master",
+        argv=render.launch_argv(cfg, "10.0.1.3", 3),
+        run_name="run",
+        hostfile=render.render_hostfile(ROSTER, 8),
+        ds_config='{"train_micro_batch_size_per_gpu":1}',
+    )
+    golden("launch_pdsh.sh", script)
+
+
+def test_stop_script_golden() -> None:
+    """The stop script (SIGTERM, wait for the checkpoint) matches its golden file."""
+    golden("stop.sh", render.stop_script(service="ds-master", grace_seconds=120))
+
+
+def test_training_env_cpu_and_no_rdma(dev_raw: dict[str, Any]) -> None:
+    """The lab's tasks train on CPU and tell NCCL there is no InfiniBand."""
+    env = render.training_env(parse_stack_config(dev_raw))
+    assert env["DS_ACCELERATOR"] == "cpu" and env["NCCL_IB_DISABLE"] == "1"
+
+
+def test_training_env_rdma(raw: dict[str, Any]) -> None:
+    """RoCE hosts set NCCL_IB_HCA to their devices; user env wins last."""
+    for h in raw["hosts"]:
+        h["rdma_interface"] = "mlx5_0"
+    raw["training"]["env"] = {"NCCL_DEBUG": "INFO"}
+    env = render.training_env(parse_stack_config(raw))
+    assert env["NCCL_IB_HCA"] == "mlx5_0" and "NCCL_IB_DISABLE" not in env
+    assert env["NCCL_DEBUG"] == "INFO"
+
+
+def test_tree_hash_changes_with_content(tmp_path: Path) -> None:
+    """A one-byte change in the build context changes the image tag."""
+    (tmp_path / "train.py").write_text("print(1)\n")
+    before = render.tree_hash(tmp_path)
+    (tmp_path / "train.py").write_text("print(2)\n")
+    assert render.tree_hash(tmp_path) != before
+
+
+def test_duration_seconds() -> None:
+    """Docker durations convert to seconds; other spellings are refused."""
+    assert [render.duration_seconds(v) for v in ("90s", "2m", "1h")] == [90, 120, 3600]
+    with pytest.raises(ValueError, match="allowed forms"):
+        render.duration_seconds("1.5m")

@@ -1,0 +1,179 @@
+"""Pure rendering of the lab's names, daemon settings, sshd_config and GPU UUIDs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from lab import config as c
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path("/lab-root")
+MOUNTINFO = """\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+34 31 0:31 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
+36 31 0:33 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,nsdelegate
+50 23 0:40 / /proc rw - proc proc rw
+"""
+
+
+def test_host_addresses_follow_the_contract() -> None:
+    """Host i is 10.213.0.<10+i>, netns dsslab-h<i>, hostname lab-h<i>."""
+    assert c.host_addr(1) == "10.213.0.11"
+    assert c.host_addr(8) == "10.213.0.18"
+    assert c.netns_name(3) == "dsslab-h3"
+    assert c.host_name(3) == "lab-h3"
+
+
+def test_host_index_out_of_range_is_rejected() -> None:
+    """Index 0 and indexes past the /24 are refused."""
+    for bad in (0, c.MAX_HOSTS + 1):
+        with pytest.raises(ValueError):
+            c.host_addr(bad)
+
+
+def test_veth_names_fit_ifnamsiz() -> None:
+    """Root-side veth names stay within 15 characters for every allowed host."""
+    assert all(len(c.veth_name(i)) <= 15 for i in range(1, c.MAX_HOSTS + 1))
+
+
+def test_gpu_uuids_are_deterministic_and_distinct() -> None:
+    """Same host and index give the same UUID; all UUIDs of a lab differ."""
+    assert c.gpu_uuids(2, 4) == c.gpu_uuids(2, 4)
+    every = [u for i in range(1, 9) for u in c.gpu_uuids(i, 8)]
+    assert len(set(every)) == 64
+    pat = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    assert all(pat.match(u) for u in every), every[0]
+
+
+def test_gpu_uuids_prefix_is_stable() -> None:
+    """Adding GPUs to a host keeps the UUIDs of the ones it had."""
+    assert c.gpu_uuids(1, 8)[:2] == c.gpu_uuids(1, 2)
+
+
+def test_daemon_json_has_own_roots_socket_gpus_and_registry() -> None:
+    """daemon.json of h2 names its own paths, its GPUs and the insecure lab registry."""
+    hp = c.LabPaths(ROOT).host(2)
+    d = json.loads(c.render_daemon_json(hp, 3))
+    assert d["hosts"] == ["unix:///lab-root/h2/docker.sock"]
+    assert d["data-root"] == "/lab-root/h2/data"
+    assert d["exec-root"] == "/lab-root/h2/exec"
+    assert d["pidfile"] == "/lab-root/h2/docker.pid"
+    assert d["insecure-registries"] == ["10.213.0.1:5000"]
+    assert d["node-generic-resources"] == [f"NVIDIA-GPU={u}" for u in c.gpu_uuids(2, 3)]
+    assert d["cgroup-parent"] == "/dsslab-h2"
+    assert not any(h.startswith("tcp://") for h in d["hosts"]), "tcp:// delays dockerd ~15 s"
+
+
+def test_dockerd_argv_points_at_the_config_file() -> None:
+    """dockerd gets only --config-file; everything else is in daemon.json."""
+    hp = c.LabPaths(ROOT).host(1)
+    assert c.dockerd_argv(hp) == ["dockerd", "--config-file", "/lab-root/h1/daemon.json"]
+
+
+def test_sshd_config_is_key_only_root_on_host_address() -> None:
+    """sshd listens on the host address, allows root by key only, no passwords or PAM."""
+    lab = c.LabPaths(ROOT)
+    text = c.render_sshd_config(lab.host(4), lab)
+    opts = dict(line.split(" ", 1) for line in text.splitlines() if line and line[0] != "#")
+    assert opts["ListenAddress"] == "10.213.0.14"
+    assert opts["PermitRootLogin"] == "prohibit-password"
+    assert opts["PasswordAuthentication"] == "no"
+    assert opts["KbdInteractiveAuthentication"] == "no"
+    assert opts["UsePAM"] == "no"
+    assert opts["AuthorizedKeysFile"] == "/lab-root/ssh/authorized_keys"
+    assert opts["HostKey"] == "/lab-root/h4/ssh_host_ed25519_key"
+    assert opts["SetEnv"] == "DOCKER_HOST=unix:///lab-root/h4/docker.sock"
+
+
+def test_ssh_client_config_covers_every_host() -> None:
+    """The client config maps lab-h<i> to its address and pins the lab key and known hosts."""
+    text = c.render_ssh_client_config(c.LabPaths(ROOT), 3)
+    assert "10.213.0.11 10.213.0.12 10.213.0.13" in text
+    assert "IdentityFile /lab-root/ssh/id_ed25519" in text
+    assert "Host lab-h3\n  HostName 10.213.0.13" in text
+
+
+def test_known_hosts_line_names_address_and_hostname() -> None:
+    """known_hosts entry lists address and hostname with the key, without the comment."""
+    line = c.known_hosts_line(2, "ssh-ed25519 AAAAC3Nz lab-h2\n")
+    assert line == "10.213.0.12,lab-h2 ssh-ed25519 AAAAC3Nz\n"
+
+
+def test_registry_config_listens_on_bridge_with_given_storage() -> None:
+    """The registry listens on 10.213.0.1:5000 and stores under the given directory."""
+    text = c.render_registry_config(Path("/cache/lab-registry"))
+    assert "addr: 10.213.0.1:5000" in text
+    assert "rootdirectory: /cache/lab-registry" in text
+
+
+def test_registry_storage_lives_in_dss_cache() -> None:
+    """Registry storage is $DSS_CACHE/lab-registry (survives lab down), else under HOME."""
+    assert c.registry_storage({"DSS_CACHE": "/c"}) == Path("/c/lab-registry")
+    assert c.registry_storage({"HOME": "/h"}) == Path("/h/.cache/deepspeed-swarm/lab-registry")
+
+
+def test_lab_root_default_and_override() -> None:
+    """DSS_LAB_ROOT overrides /var/lib/dss-lab."""
+    assert c.lab_root({}) == Path("/var/lib/dss-lab")
+    assert c.lab_root({"DSS_LAB_ROOT": "/x"}) == Path("/x")
+
+
+def test_parse_cgroup_mounts_keeps_controllers_and_names() -> None:
+    """v1 hierarchies keep their controllers, named ones get none,name=..., cgroup2 found."""
+    got = {m.path: (m.fstype, m.options) for m in c.parse_cgroup_mounts(MOUNTINFO)}
+    assert got == {
+        "/sys/fs/cgroup/cpu": ("cgroup", "cpu"),
+        "/sys/fs/cgroup/cpu,cpuacct": ("cgroup", "cpu,cpuacct"),
+        "/sys/fs/cgroup/memory": ("cgroup", "memory"),
+        "/sys/fs/cgroup/systemd": ("cgroup", "none,xattr,name=systemd"),
+        "/sys/fs/cgroup/unified": ("cgroup2", ""),
+    }
+
+
+def test_host_script_remounts_sysfs_cgroups_and_runs_dockerd() -> None:
+    """The host script mounts a fresh sysfs, every cgroup hierarchy, own /run, then dockerd."""
+    hp = c.LabPaths(ROOT).host(1)
+    text = c.render_host_script(
+        hp, c.parse_cgroup_mounts(MOUNTINFO), {"/sys/fs/cgroup/cpuacct": "cpu,cpuacct"}
+    )
+    lines = text.splitlines()
+    sysfs = lines.index("mount -t sysfs -o nosuid,nodev,noexec sysfs /sys")
+    mem = lines.index("mount -t cgroup -o nosuid,nodev,noexec,memory cgroup /sys/fs/cgroup/memory")
+    assert sysfs < mem
+    assert "mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 /sys/fs/cgroup/unified" in lines
+    assert "ln -sfn cpu,cpuacct /sys/fs/cgroup/cpuacct" in lines
+    assert "ln -s /lab-root/h1/docker.sock /run/docker.sock" in lines
+    assert "echo lab-h1 > /proc/sys/kernel/hostname" in lines
+    assert lines[-1] == "exec dockerd --config-file /lab-root/h1/daemon.json"
+
+
+def test_iptables_rules_are_tagged_and_found_again() -> None:
+    """Every rule the lab adds carries the lab comment and is recovered from `iptables -S`."""
+    rules = c.iptables_rules()
+    saved = "-P FORWARD DROP\n-A FORWARD -j DOCKER-USER\n" + "".join(
+        "-A " + " ".join(r) + "\n" for r in rules
+    )
+    saved += '-A FORWARD -i x -m comment --comment "other" -j ACCEPT\n'
+    assert c.lab_rules_from_save(saved) == rules
+
+
+def test_status_dict_lists_endpoints_per_host() -> None:
+    """status --json names netns, address, unix and ssh endpoints, GPUs and shared paths."""
+    st = c.status_dict(ROOT, 2, 1, 9100)
+    h2 = st["hosts"][1]
+    assert h2["netns"] == "dsslab-h2"
+    assert h2["docker_unix"] == "unix:///lab-root/h2/docker.sock"
+    assert h2["docker_ssh"] == "ssh://root@10.213.0.12"
+    assert h2["gpu_uuids"] == c.gpu_uuids(2, 1)
+    assert st["registry"] == "10.213.0.1:5000"
+    assert st["shared_dir"] == "/lab-root/shared"
+    assert st["ssh_key"] == "/lab-root/ssh/id_ed25519"
+    assert st["bridge_mtu"] == 9100
