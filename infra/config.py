@@ -34,13 +34,32 @@ IPSEC_OVERHEAD = 58
 # Ports Swarm itself holds on every host: a master port here would collide.
 SWARM_PORTS = {2377: "swarm management", 7946: "swarm gossip", 4789: "VXLAN data path"}
 # Top-level config keys (all in the `deepspeed-swarm:` namespace).
-CONFIG_KEYS = ("hosts", "network", "image", "training", "secrets", "jupyter", "preflight")
+CONFIG_KEYS = ("hosts", "network", "image", "training", "secrets", "preflight")
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 Mtu = Annotated[int, Field(ge=MTU_MIN, le=MTU_MAX)]
 _LABEL_KEY = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 _SECRET_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+
+
+def duration_seconds(value: str) -> int:
+    """Seconds in a Docker duration like `120s`, `2m`, `1h` (whole units only)."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    if value and value[-1] in units and value[:-1].isdigit():
+        return int(value[:-1]) * units[value[-1]]
+    raise ValueError(f"duration {value!r}: allowed forms are <n>s, <n>m, <n>h")
+
+
+def size_bytes(size: str) -> int:
+    """`1g` / `512m` / `65536k` / `4096` -> bytes (Docker's --shm-size spelling)."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    s = size.strip().lower()
+    if s and s[-1] in units and s[:-1].isdigit():
+        return int(s[:-1]) * units[s[-1]]
+    if s.isdigit():
+        return int(s)
+    raise ValueError(f"size {size!r}: allowed forms are <n>, <n>k, <n>m, <n>g")
 
 
 class ConfigError(Exception):
@@ -54,7 +73,9 @@ class ConfigError(Exception):
 
 class _Model(BaseModel):
     # Unknown keys are typos until proven otherwise: refuse them.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Field docstrings are the documentation: README's config table is generated
+    # from them (`python -m infra.config`), and a test keeps the two equal.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Gpus(_Model):
@@ -86,8 +107,11 @@ class DockerTls(_Model):
     """Client TLS material for a `tcp://` docker endpoint (paths on the operator's machine)."""
 
     ca: str
+    """CA certificate file."""
     cert: str
+    """Client certificate file."""
     key: str
+    """Client key file (its content is kept as a secret in state)."""
 
 
 class Host(_Model):
@@ -179,7 +203,9 @@ class Network(_Model):
             try:
                 ipaddress.ip_network(v, strict=True)
             except ValueError as e:
-                raise ValueError(f"allowed: an IPv4 network in CIDR form, e.g. 10.20.0.0/16 ({e})")
+                raise ValueError(
+                    f"allowed: an IPv4 network in CIDR form, e.g. 10.20.0.0/16 ({e})"
+                ) from None
         return v
 
     @property
@@ -210,17 +236,30 @@ class Mount(_Model):
     """A host path bind-mounted into every training task."""
 
     source: str
+    """Host path (the same on every host, e.g. an NFS mount)."""
     target: str
+    """Path inside the task."""
     read_only: bool = True
+    """Mount read-only. Default true."""
 
 
 class RestartPolicy(_Model):
     """Swarm restart policy of the training tasks."""
 
     condition: Literal["none", "on-failure", "any"] = "on-failure"
+    """When Swarm restarts a task. Default `on-failure`."""
     delay: str = "10s"
+    """Wait between restarts. Default `10s`."""
     max_attempts: Annotated[int, Field(ge=0)] = 3
+    """Restarts within `window` before giving up (0 = unlimited). Default 3."""
     window: str = "120s"
+    """Window over which restarts are counted. Default `120s`."""
+
+    @field_validator("delay", "window")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
 
 
 class Training(_Model):
@@ -240,7 +279,7 @@ class Training(_Model):
     """DeepSpeed config: an inline object, or a path inside the image. Default the image's."""
     gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 8
     """GPUs each node's task reserves and launches ranks on (0 = CPU ranks). Default 8."""
-    procs_per_node: Annotated[int, Field(ge=1, le=64)] | None = None
+    procs_per_node: int | None = Field(default=None, ge=1, le=64)
     """Ranks per node on CPU (`cpu_only`, or `gpus_per_node` 0). Default 1; on GPUs
     the launcher starts one rank per reserved GPU."""
     master_port: Port = 29500
@@ -268,6 +307,18 @@ class Training(_Model):
     cpu_only: bool = False
     """Train on CPU with gloo (the lab). Default false."""
 
+    @field_validator("stop_grace_period")
+    @classmethod
+    def _grace(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, v: str) -> str:
+        size_bytes(v)
+        return v
+
     @field_validator("run_name")
     @classmethod
     def _run_name(cls, v: str) -> str:
@@ -285,17 +336,6 @@ class Training(_Model):
         return self.procs_per_node or 1
 
 
-class Jupyter(_Model):
-    """Optional JupyterLab on the master."""
-
-    enabled: bool = False
-    port: Port = 8888
-    bind: str = "127.0.0.1"
-    """Address published on the master host. Default localhost only."""
-    token_secret: str = "jupyter_token"
-    """Name of the secret (in `secrets`) that holds the token."""
-
-
 class Preflight(_Model):
     """What `pulumi up` checks on every host before creating services."""
 
@@ -310,13 +350,17 @@ class StackConfig(_Model):
     """The whole validated stack configuration."""
 
     hosts: list[Host]
+    """The servers; the first is the master (rank 0), the first manager the leader."""
     network: Network = Network()
+    """The overlay network."""
     image: Image = Image()
+    """The training image."""
     training: Training = Training()
+    """The training job."""
     secret_names: list[str] = []
-    """Names of the secret values given under `secrets` (values are never held here)."""
-    jupyter: Jupyter = Jupyter()
+    """Names of the values under `secrets` (the values never enter this model)."""
     preflight: Preflight = Preflight()
+    """Host checks before services are created."""
 
     @field_validator("hosts")
     @classmethod
@@ -345,7 +389,6 @@ class StackConfig(_Model):
             *self._mtu_path(),
             *self._ports(),
             *self._workers_for_launcher(),
-            *self._jupyter_token(),
         ]
         if problems:
             raise ValueError("\n".join(problems))
@@ -400,17 +443,10 @@ class StackConfig(_Model):
     def _ports(self) -> list[str]:
         t = self.training
         taken = {**SWARM_PORTS, t.sshd_port: "training.sshd_port"}
-        if self.jupyter.enabled:
-            taken[self.jupyter.port] = "jupyter.port"
         if t.master_port in taken:
             return [
                 f"training.master_port: {t.master_port} collides with {taken[t.master_port]}; "
                 f"allowed: any port except {sorted(taken)}"
-            ]
-        if self.jupyter.enabled and self.jupyter.port in SWARM_PORTS | {t.sshd_port: ""}:
-            return [
-                f"jupyter.port: {self.jupyter.port} collides with a port in use; allowed: any "
-                f"port except {sorted(SWARM_PORTS | {t.sshd_port: ''})}"
             ]
         return []
 
@@ -424,15 +460,6 @@ class StackConfig(_Model):
             "but the stack has zero workers (one host); allowed: add worker hosts, or "
             "launch_mode 'no_ssh'"
         ]
-
-    def _jupyter_token(self) -> list[str]:
-        j = self.jupyter
-        if j.enabled and j.token_secret not in self.secret_names:
-            return [
-                f"jupyter.token_secret: {j.token_secret!r} is not among the secrets "
-                f"{sorted(self.secret_names)}; allowed: the name of a value under `secrets`"
-            ]
-        return []
 
     # -- derived views the components use -------------------------------------------
     @property
@@ -532,3 +559,49 @@ def load() -> tuple[StackConfig, dict[str, Any]]:
     secret_keys = {n for n in names if runtime_config.is_config_secret(f"{PROJECT}:{n}")}
     parsed = parse_stack_config(raw, secret_keys)
     return parsed, dict(raw.get("secrets") or {})
+
+
+# -- reference documentation -------------------------------------------------------
+def _type_name(annotation: Any) -> str:
+    """`list[infra.config.Host] | None` -> `list[Host] or None` (table-safe)."""
+    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    text = re.sub(r"(?:[A-Za-z_]\w*\.)+(\w+)", r"\1", text)
+    return text.replace("NoneType", "None").replace(" | ", " or ")
+
+
+def config_reference() -> str:
+    """Markdown table of every config key: key, type, default, description.
+
+    Generated from the models, so README's table cannot drift from the code.
+    """
+    rows = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
+
+    def walk(prefix: str, model: type[BaseModel]) -> None:
+        for name, field in model.model_fields.items():
+            if name == "secret_names":
+                continue
+            key = f"{prefix}{name}"
+            ann = field.annotation
+            nested = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+            item = getattr(ann, "__args__", (None,))[0] if str(ann).startswith("list[") else None
+            default = "required" if field.is_required() else f"`{field.default!r}`"
+            if nested is not None:
+                default = "see below"
+            doc = (field.description or "").replace("\n", " ").replace("|", "\\|")
+            doc = " ".join(doc.split())
+            rows.append(f"| `{key}` | {_type_name(ann)} | {default} | {doc} |")
+            if nested is not None:
+                walk(f"{key}.", nested)
+            elif isinstance(item, type) and issubclass(item, BaseModel):
+                walk(f"{key}[].", item)
+
+    walk("", StackConfig)
+    rows.append(
+        "| `secrets.<name>` | str (secret) | none | A value mounted at /run/secrets/<name>; "
+        "must be set with `pulumi config set --secret --path 'secrets.<name>'`. |"
+    )
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(config_reference(), end="")

@@ -87,15 +87,17 @@ def compare(expected: dict[str, Any], observed: dict[str, Any], min_driver: str)
         seen["gpu_uuids"] = observed["gpu_uuids"]
     if "driver_meets_minimum" in expected:
         drv = observed["driver_version"]
-        seen["driver_meets_minimum"] = bool(drv) and version_tuple(drv) >= version_tuple(
-            min_driver
-        )
+        seen["driver_meets_minimum"] = bool(drv) and version_tuple(drv) >= version_tuple(min_driver)
     return seen
 
 
 def mismatches(
-    host: str, expected: dict[str, Any], seen: dict[str, Any], observed: dict[str, Any],
-    min_driver: str, needed_mtu: int,
+    host: str,
+    expected: dict[str, Any],
+    seen: dict[str, Any],
+    observed: dict[str, Any],
+    min_driver: str,
+    needed_mtu: int,
 ) -> list[str]:
     """Human sentences for every fact that differs, naming host, fact and both values."""
     out = []
@@ -133,7 +135,11 @@ class HostFactsProvider(ResourceProvider):
         except HostError as e:
             raise Exception(f"preflight: host {props['host']} unreachable: {e}") from None
         problems = mismatches(
-            props["host"], props["expected"], seen, observed, props["min_driver"],
+            props["host"],
+            props["expected"],
+            seen,
+            observed,
+            props["min_driver"],
             props["needed_mtu"],
         )
         if problems:

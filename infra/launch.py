@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_command as command
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
 
 from infra import render
-from infra.config import Host, StackConfig
+from infra.config import Host, StackConfig, duration_seconds
 from infra.hostops import docker_client
 
 
@@ -87,7 +87,9 @@ class TaskRosterProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         roster = wait_for_roster(props)
-        return CreateResult(id_=f"roster-{props['network_id'][:12]}", outs={**props, "entries": roster})
+        return CreateResult(
+            id_=f"roster-{props['network_id'][:12]}", outs={**props, "entries": roster}
+        )
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> Any:
         from pulumi.dynamic import UpdateResult
@@ -107,6 +109,7 @@ class TaskRosterProvider(ResourceProvider):
 class TaskRoster(Resource):
     """The running training tasks, in node-rank order (dynamic resource)."""
 
+    # Plain dicts: the SDK deserialises outputs by annotation and knows no TypedDict.
     entries: pulumi.Output[list[dict[str, Any]]]
 
     def __init__(
@@ -168,31 +171,37 @@ class TrainingLaunch(pulumi.ComponentResource):
             },
             pulumi.ResourceOptions(parent=self, depends_on=services),
         )
-        entries = self.roster.entries
+        entries = self.roster.entries.apply(lambda es: cast(list[render.RosterEntry], es))
         self.hostfile = entries.apply(lambda es: render.render_hostfile(es, slots))
         self.rank_map = entries.apply(lambda es: render.rank_map(es, slots))
         self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
         ds_json = render.ds_config_json(t)
-        grace = render.duration_seconds(t.stop_grace_period)
+        grace = duration_seconds(t.stop_grace_period)
         nnodes = len(cfg.hosts)
         ssh_launch = t.launcher == "deepspeed" and t.launch_mode != "no_ssh"
         # pdsh/openmpi: one launcher on the master reaches every node over SSH.
         # no_ssh/torchrun: one launcher per node, each told its node rank.
-        targets = [(cfg.master, render.MASTER_SERVICE, None)] if ssh_launch else [
-            (h, render.MASTER_SERVICE if i == 0 else render.WORKER_SERVICE, i)
-            for i, h in enumerate(cfg.hosts)
-        ]
-        self.commands = []
+        targets = (
+            [(cfg.master, render.MASTER_SERVICE, None)]
+            if ssh_launch
+            else [
+                (h, render.MASTER_SERVICE if i == 0 else render.WORKER_SERVICE, i)
+                for i, h in enumerate(cfg.hosts)
+            ]
+        )
+        self.commands: list[command.remote.Command] = []
         for host, service, node_rank in targets:
-            script = pulumi.Output.all(self.hostfile, self.master_address).apply(
-                lambda a, svc=service, rank=node_rank: render.launch_script(
+
+            def script_for(a: list[Any], svc: str = service, rank: int | None = node_rank) -> str:
+                return render.launch_script(
                     service=svc,
                     argv=render.launch_argv(cfg, a[1], nnodes, rank),
                     run_name=t.run_name,
                     hostfile=a[0],
                     ds_config=ds_json,
                 )
-            )
+
+            script = pulumi.Output.all(self.hostfile, self.master_address).apply(script_for)
             suffix = "" if node_rank is None else f"-{node_rank}"
             self.commands.append(
                 command.remote.Command(

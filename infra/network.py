@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_docker as docker
 
@@ -31,7 +33,7 @@ class OverlayNetwork(pulumi.ComponentResource):
         name: str,
         net: Network,
         provider: docker.Provider,
-        depends_on: list[pulumi.Resource],
+        depends_on: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("deepspeed-swarm:network:OverlayNetwork", name, None, opts)
@@ -47,7 +49,7 @@ class OverlayNetwork(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=provider,
-                depends_on=depends_on,
+                depends_on=list(depends_on),
                 # Docker fills in IPAM (subnet, gateway) and the overlay's
                 # vxlanid_list when none was asked for; the provider's Read writes
                 # them back, and every field forces replacement, so a refresh would

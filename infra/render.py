@@ -218,7 +218,7 @@ def launch_script(
     if ds_config is not None:
         files.append((DS_CONFIG_INLINE, ds_config))
     writes = "\n".join(
-        f"printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} \"$ctr\" "
+        f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
         f"sh -c {shlex.quote(f'mkdir -p $(dirname {path}) && cat > {path}')}"
         for path, body in files
     )
@@ -227,18 +227,22 @@ def launch_script(
     inner = f"mkdir -p /data/logs/{run_name} && cd /data && exec {cmd} >>{log} 2>&1"
     return f"""set -eu
 svc={shlex.quote(service)}
+health_fmt='{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}'
 ctr=""
 for i in $(seq 1 {wait_seconds}); do
   ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name=$svc" | head -n1)
   if [ -n "$ctr" ]; then
-    health=$(docker inspect -f '{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}' "$ctr")
+    health=$(docker inspect -f "$health_fmt" "$ctr")
     [ "$health" = healthy ] || [ "$health" = none ] && break
   fi
   sleep 1
 done
-[ -n "$ctr" ] || {{ echo "no running task of $svc on $(hostname) after {wait_seconds}s" >&2; exit 1; }}
+if [ -z "$ctr" ]; then
+  echo "no running task of $svc on $(hostname) after {wait_seconds}s" >&2
+  exit 1
+fi
 {writes}
-if docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1; then
+if docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
 fi
@@ -255,19 +259,14 @@ ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | he
 [ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
 docker exec "$ctr" pkill -TERM -f {IMAGE_HOME}/ || true
 for i in $(seq 1 {grace_seconds}); do
-  docker exec "$ctr" pgrep -f {IMAGE_HOME}/ >/dev/null 2>&1 || {{ echo "stop: training exited"; exit 0; }}
+  if ! docker exec "$ctr" pgrep -f {IMAGE_HOME}/ >/dev/null 2>&1; then
+    echo "stop: training exited"
+    exit 0
+  fi
   sleep 1
 done
 echo "stop: still running after {grace_seconds}s; the task's stop_grace_period applies" >&2
 """
-
-
-def duration_seconds(value: str) -> int:
-    """Seconds in a Docker duration like `120s`, `2m`, `1h` (whole units only)."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    if value and value[-1] in units and value[:-1].isdigit():
-        return int(value[:-1]) * units[value[-1]]
-    raise ValueError(f"duration {value!r}: allowed forms are <n>s, <n>m, <n>h")
 
 
 def logs_command(cfg: StackConfig) -> str:

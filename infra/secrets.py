@@ -13,6 +13,7 @@ then the old one goes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -38,9 +39,11 @@ class SshKeyPairProvider(ResourceProvider):
             serialization.PrivateFormat.OpenSSH,
             serialization.NoEncryption(),
         ).decode()
-        public = key.public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-        ).decode()
+        public = (
+            key.public_key()
+            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            .decode()
+        )
         comment = f"{public} {props['comment']}"
         # The id is a SHA256 of the raw public key: stable, and says nothing secret.
         fingerprint = base64.b64encode(
@@ -84,7 +87,7 @@ class ClusterSecrets(pulumi.ComponentResource):
         name: str,
         values: dict[str, Any],
         provider: docker.Provider,
-        depends_on: list[pulumi.Resource],
+        depends_on: Sequence[pulumi.Resource],
         rotation: str = "1",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -105,12 +108,14 @@ class ClusterSecrets(pulumi.ComponentResource):
             self.secrets[file_name] = docker.Secret(
                 f"{name}-{file_name.replace('_', '-')}",
                 # Docker wants base64; the value stays a secret through the apply.
-                data=pulumi.Output.secret(value).apply(_b64),
+                # The SDK types Output.secret's argument with the class's own TypeVar,
+                # which mypy binds to Never when called on the class.
+                data=pulumi.Output.secret(value.apply(_b64)),  # type: ignore[arg-type]
                 labels=[docker.SecretLabelArgs(label="dss.file", value=file_name)],
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    depends_on=depends_on,
+                    depends_on=list(depends_on),
                     additional_secret_outputs=["data"],
                 ),
             )

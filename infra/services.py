@@ -10,22 +10,13 @@ so the launch that depends on these services starts against live containers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_docker as docker
 
 from infra import render
-from infra.config import StackConfig
-
-
-def _size_bytes(size: str) -> int:
-    """`1g` / `512m` / `65536k` -> bytes (Docker's shm-size spelling)."""
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    s = size.strip().lower()
-    if s and s[-1] in units and s[:-1].isdigit():
-        return int(s[:-1]) * units[s[-1]]
-    if s.isdigit():
-        return int(s)
-    raise ValueError(f"size {size!r}: allowed forms are <n>, <n>k, <n>m, <n>g")
+from infra.config import StackConfig, size_bytes
 
 
 def container_spec(
@@ -43,7 +34,7 @@ def container_spec(
             type="tmpfs",
             target="/dev/shm",
             tmpfs_options=docker.ServiceTaskSpecContainerSpecMountTmpfsOptionsArgs(
-                size_bytes=_size_bytes(t.shm_size), mode=0o1777
+                size_bytes=size_bytes(t.shm_size), mode=0o1777
             ),
         ),
         *[
@@ -112,7 +103,7 @@ class TrainingServices(pulumi.ComponentResource):
         network_id: pulumi.Input[str],
         secrets: dict[str, docker.Secret],
         provider: docker.Provider,
-        depends_on: list[pulumi.Resource],
+        depends_on: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("deepspeed-swarm:services:TrainingServices", name, None, opts)
@@ -147,7 +138,7 @@ class TrainingServices(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    depends_on=depends_on,
+                    depends_on=list(depends_on),
                 ),
             )
 

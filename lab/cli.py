@@ -45,4 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     except LabError as e:
         print(f"lab {args.cmd}: {e}", file=sys.stderr)
+        if args.cmd == "up":
+            print(
+                "lab up: what was started is left for inspection; `python -m lab down` removes it",
+                file=sys.stderr,
+            )
         return 1

@@ -405,11 +405,13 @@ def iptables_rules(bridge: str = BRIDGE) -> list[list[str]]:
     """Root-netns rules the lab adds (after `iptables -I`), all tagged with the lab comment.
 
     dockerd sets the FORWARD policy to DROP; with br_netfilter, bridged frames between lab
-    ports pass FORWARD too, so accept bridge-to-bridge traffic.
+    ports pass FORWARD too, so accept bridge-to-bridge traffic; drop routing off the bridge.
     """
     tag = ["-m", "comment", "--comment", IPTABLES_COMMENT]
     return [
         ["FORWARD", "-i", bridge, "-o", bridge, *tag, "-j", "ACCEPT"],
+        # Lab hosts reach only each other and the bridge address, never beyond the machine.
+        ["FORWARD", "-i", bridge, "!", "-o", bridge, *tag, "-j", "DROP"],
         ["INPUT", "-i", bridge, *tag, "-j", "ACCEPT"],
     ]
 

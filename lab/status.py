@@ -60,6 +60,8 @@ def status(root: Path) -> dict[str, Any]:
     mtu_file = Path(f"/sys/class/net/{c.BRIDGE}/mtu")
     mtu = int(mtu_file.read_text()) if mtu_file.exists() else int(st.get("mtu", c.DEFAULT_MTU))
     live = {i: _host_live(lab, i) for i in range(1, hosts + 1)}
+    if "gpus" not in st:  # state file lost: read the count from the daemons
+        gpus = max((len(h.get("declared_gpus", [])) for h in live.values()), default=0)
     out = c.status_dict(
         root,
         hosts,

@@ -68,7 +68,9 @@ class Mocks(pulumi.runtime.Mocks):
             outs["public_key"] = "ssh-ed25519 AAAAmock"
         return f"{args.name}-id", outs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         return {}, None
 
     def by_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
@@ -76,7 +78,9 @@ class Mocks(pulumi.runtime.Mocks):
 
     def named(self, suffix: str) -> pulumi.runtime.MockResourceArgs:
         found = [r for r in self.resources if r.name.endswith(suffix)]
-        assert len(found) == 1, f"expected one resource named *{suffix}, got {[r.name for r in found]}"
+        assert len(found) == 1, (
+            f"expected one resource named *{suffix}, got {[r.name for r in found]}"
+        )
         return found[0]
 
 

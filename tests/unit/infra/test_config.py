@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from infra.config import ConfigError, parse_stack_config
-
 from tests.unit.infra.samples import host, stack_config
 
 pytestmark = pytest.mark.unit
@@ -45,9 +44,7 @@ def test_prod_stack_validates() -> None:
 def test_duplicate_host_name(raw: dict[str, Any]) -> None:
     """Two hosts with one name are refused, naming the name."""
     raw["hosts"][2]["name"] = "gpu-02"
-    assert problems(raw) == [
-        "hosts[].name: 'gpu-02' appears 2 times; allowed: each host name once"
-    ]
+    assert problems(raw) == ["hosts[].name: 'gpu-02' appears 2 times; allowed: each host name once"]
 
 
 def test_duplicate_host_address(raw: dict[str, Any]) -> None:
@@ -167,7 +164,7 @@ def test_unknown_top_level_key(raw: dict[str, Any]) -> None:
     assert problems(raw)[0] == (
         "trainng: unknown config key deepspeed-swarm:trainng; allowed: deepspeed-swarm:hosts, "
         "deepspeed-swarm:network, deepspeed-swarm:image, deepspeed-swarm:training, "
-        "deepspeed-swarm:secrets, deepspeed-swarm:jupyter, deepspeed-swarm:preflight"
+        "deepspeed-swarm:secrets, deepspeed-swarm:preflight"
     )
 
 
@@ -201,4 +198,34 @@ def test_reserved_label_prefix(raw: dict[str, Any]) -> None:
     assert problems(raw) == [
         "hosts[0].labels: label key 'dss.role' is not allowed; allowed: lower-case "
         "[a-z0-9._-] keys, not starting with the reserved prefix 'dss.'"
+    ]
+
+
+def test_bad_grace_period(raw: dict[str, Any]) -> None:
+    """A stop grace period Docker cannot parse is refused with the allowed forms."""
+    raw["training"]["stop_grace_period"] = "2 minutes"
+    assert problems(raw) == [
+        "training.stop_grace_period: duration '2 minutes': allowed forms are <n>s, <n>m, <n>h "
+        "(got '2 minutes')"
+    ]
+
+
+def test_bad_shm_size(raw: dict[str, Any]) -> None:
+    """A /dev/shm size Docker cannot parse is refused with the allowed forms."""
+    raw["training"]["shm_size"] = "1GiB"
+    assert problems(raw) == [
+        "training.shm_size: size '1GiB': allowed forms are <n>, <n>k, <n>m, <n>g (got '1GiB')"
+    ]
+
+
+def test_duration_and_size_units() -> None:
+    """Durations and sizes convert with Docker's units."""
+    from infra.config import duration_seconds, size_bytes
+
+    assert [duration_seconds(v) for v in ("90s", "2m", "1h")] == [90, 120, 3600]
+    assert [size_bytes(v) for v in ("4096", "64k", "256m", "1g")] == [
+        4096,
+        65536,
+        256 << 20,
+        1 << 30,
     ]

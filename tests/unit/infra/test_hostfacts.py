@@ -21,8 +21,11 @@ docker=27.3.1
 def test_parse_facts() -> None:
     """The facts script's lines become sorted UUIDs, MTU, driver and docker versions."""
     assert parse_facts(REPORT) == {
-        "hostname": "gpu-01", "nic_mtu": 9100, "docker_version": "27.3.1",
-        "gpu_uuids": ["GPU-a", "GPU-b"], "driver_version": "550.54.15",
+        "hostname": "gpu-01",
+        "nic_mtu": 9100,
+        "docker_version": "27.3.1",
+        "gpu_uuids": ["GPU-a", "GPU-b"],
+        "driver_version": "550.54.15",
     }
 
 
@@ -37,7 +40,12 @@ def test_compare_and_mismatch_lost_gpu() -> None:
     expected = {"hostname": "gpu-01", "gpu_count": 3, "nic_mtu": 9100, "driver_meets_minimum": True}
     observed = parse_facts(REPORT)
     seen = compare(expected, observed, "535.0")
-    assert seen == {"hostname": "gpu-01", "gpu_count": 2, "nic_mtu": 9100, "driver_meets_minimum": True}
+    assert seen == {
+        "hostname": "gpu-01",
+        "gpu_count": 2,
+        "nic_mtu": 9100,
+        "driver_meets_minimum": True,
+    }
     assert mismatches("gpu-01", expected, seen, observed, "535.0", 9050) == [
         "host gpu-01: gpu_count is 2, config says 3"
     ]
@@ -66,7 +74,12 @@ def test_small_mtu_is_named() -> None:
 
 def test_pinned_uuids_compared() -> None:
     """With UUIDs pinned in config, a swapped GPU is drift."""
-    expected = {"hostname": "gpu-01", "gpu_count": 2, "nic_mtu": 9100, "gpu_uuids": ["GPU-a", "GPU-z"]}
+    expected = {
+        "hostname": "gpu-01",
+        "gpu_count": 2,
+        "nic_mtu": 9100,
+        "gpu_uuids": ["GPU-a", "GPU-z"],
+    }
     observed = parse_facts(REPORT)
     seen = compare(expected, observed, "535.0")
     assert seen["gpu_uuids"] == ["GPU-a", "GPU-b"]

@@ -18,7 +18,10 @@ pytestmark = pytest.mark.unit
 SERVICE = "docker:index/service:Service"
 DYNAMIC = "pulumi-python:dynamic:Resource"
 # How a secret value looks on the wire to the engine (Pulumi's property-value signature).
-SECRET_SIG, SECRET_VALUE_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+SECRET_SIG, SECRET_VALUE_SIG = (
+    "4dabf18193072939515e22adb298388d",
+    "1b47061264138c4ac30d75fd1eb44270",
+)
 
 
 def run_program(
@@ -162,8 +165,18 @@ def test_facts_expect_config(dev_graph: Mocks) -> None:
     """Each host's facts resource expects the configured GPUs and NIC MTU."""
     facts = [r for r in dev_graph.by_type(DYNAMIC) if "expected" in r.inputs]
     assert {f.inputs["host"]: f.inputs["expected"] for f in facts} == {
-        "lab-h1": {"hostname": "lab-h1", "gpu_count": 2, "nic_mtu": 9100, "driver_meets_minimum": True},
-        "lab-h2": {"hostname": "lab-h2", "gpu_count": 2, "nic_mtu": 9100, "driver_meets_minimum": True},
+        "lab-h1": {
+            "hostname": "lab-h1",
+            "gpu_count": 2,
+            "nic_mtu": 9100,
+            "driver_meets_minimum": True,
+        },
+        "lab-h2": {
+            "hostname": "lab-h2",
+            "gpu_count": 2,
+            "nic_mtu": 9100,
+            "driver_meets_minimum": True,
+        },
     }
 
 
@@ -172,6 +185,8 @@ def test_node_labels(dev_graph: Mocks) -> None:
     nodes = {r.inputs["host"]: r.inputs for r in dev_graph.by_type(DYNAMIC) if "labels" in r.inputs}
     assert nodes["lab-h1"]["labels"]["dss.role"] == "master"
     assert nodes["lab-h2"]["labels"] == {
-        "dss.role": "worker", "dss.gpus": "2", "dss.gpu-model": "fake-gpu"
+        "dss.role": "worker",
+        "dss.gpus": "2",
+        "dss.gpu-model": "fake-gpu",
     }
     assert nodes["lab-h1"]["role"] == "manager" and nodes["lab-h2"]["role"] == "worker"

@@ -26,8 +26,13 @@ def golden(name: str, text: str) -> None:
 
 def entry(service: str, slot: int, node: str, address: str, gpus: list[str]) -> render.RosterEntry:
     return {
-        "service": service, "slot": slot, "task_id": f"t-{node}", "node": node,
-        "address": address, "container_id": f"c-{node}", "gpu_uuids": gpus,
+        "service": service,
+        "slot": slot,
+        "task_id": f"t-{node}",
+        "node": node,
+        "address": address,
+        "container_id": f"c-{node}",
+        "gpu_uuids": gpus,
     }
 
 
@@ -49,7 +54,9 @@ def test_rank_map_assigns_contiguous_ranks() -> None:
     """Node rank k holds global ranks k*slots .. k*slots+slots-1."""
     m = render.rank_map(ROSTER, 2)
     assert [(r["node"], r["ranks"]) for r in m] == [
-        ("gpu-01", [0, 1]), ("gpu-02", [2, 3]), ("gpu-03", [4, 5])
+        ("gpu-01", [0, 1]),
+        ("gpu-02", [2, 3]),
+        ("gpu-03", [4, 5]),
     ]
 
 
@@ -68,10 +75,21 @@ def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
     """pdsh: one deepspeed launch with the hostfile, master address and node count."""
     cfg = parse_stack_config(raw)
     assert render.launch_argv(cfg, "10.0.1.3", 3) == [
-        "deepspeed", "--hostfile=/tmp/dss/hostfile", "--master_addr=10.0.1.3",
-        "--master_port=29500", "--launcher=pdsh", "--num_nodes=3",
-        "/opt/dss/train.py", "--deepspeed_config", "/opt/dss/ds_config.json",
-        "--run-name", "run", "--steps", "1000", "--checkpoint-every", "50",
+        "deepspeed",
+        "--hostfile=/tmp/dss/hostfile",
+        "--master_addr=10.0.1.3",
+        "--master_port=29500",
+        "--launcher=pdsh",
+        "--num_nodes=3",
+        "/opt/dss/train.py",
+        "--deepspeed_config",
+        "/opt/dss/ds_config.json",
+        "--run-name",
+        "run",
+        "--steps",
+        "1000",
+        "--checkpoint-every",
+        "50",
     ]
 
 
@@ -87,8 +105,12 @@ def test_launch_argv_torchrun(raw: dict[str, Any]) -> None:
     raw["training"]["launcher"] = "torchrun"
     argv = render.launch_argv(parse_stack_config(raw), "10.0.1.3", 3, node_rank=1)
     assert argv[:6] == [
-        "torchrun", "--nnodes=3", "--nproc_per_node=8", "--node_rank=1",
-        "--master_addr=10.0.1.3", "--master_port=29500",
+        "torchrun",
+        "--nnodes=3",
+        "--nproc_per_node=8",
+        "--node_rank=1",
+        "--master_addr=10.0.1.3",
+        "--master_port=29500",
     ]
 
 
@@ -132,10 +154,3 @@ def test_tree_hash_changes_with_content(tmp_path: Path) -> None:
     before = render.tree_hash(tmp_path)
     (tmp_path / "train.py").write_text("print(2)\n")
     assert render.tree_hash(tmp_path) != before
-
-
-def test_duration_seconds() -> None:
-    """Docker durations convert to seconds; other spellings are refused."""
-    assert [render.duration_seconds(v) for v in ("90s", "2m", "1h")] == [90, 120, 3600]
-    with pytest.raises(ValueError, match="allowed forms"):
-        render.duration_seconds("1.5m")

@@ -3,7 +3,10 @@ ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name=ds-master" | he
 [ -n "$ctr" ] || { echo "stop: no task of ds-master here; nothing to stop"; exit 0; }
 docker exec "$ctr" pkill -TERM -f /opt/dss/ || true
 for i in $(seq 1 120); do
-  docker exec "$ctr" pgrep -f /opt/dss/ >/dev/null 2>&1 || { echo "stop: training exited"; exit 0; }
+  if ! docker exec "$ctr" pgrep -f /opt/dss/ >/dev/null 2>&1; then
+    echo "stop: training exited"
+    exit 0
+  fi
   sleep 1
 done
 echo "stop: still running after 120s; the task's stop_grace_period applies" >&2

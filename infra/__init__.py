@@ -1,0 +1,1 @@
+"""deepspeed-swarm's component resources; `infra.config` is the only config reader."""
