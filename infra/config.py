@@ -293,7 +293,8 @@ class Training(_Model):
     datasets: list[Mount] = []
     """Read-only dataset mounts. Default none."""
     run_name: str = "run"
-    """Run name: checkpoints in /data/checkpoints/<run>, logs in /data/logs/<run>. Default `run`."""
+    """Run name: checkpoints in /data/checkpoints/<run>, logs in /data/logs/<run>.
+    Default `run`."""
     checkpoint_every: Annotated[int, Field(ge=1)] = 50
     """Checkpoint every K steps. Default 50."""
     steps: Annotated[int, Field(ge=1)] = 1000

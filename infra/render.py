@@ -83,11 +83,13 @@ def training_env(cfg: StackConfig) -> dict[str, str]:
     """Environment of every training task (the launcher inherits it via `docker exec`)."""
     t = cfg.training
     env = {
-        "DSS_RUN_NAME": t.run_name,
-        "DSS_SSHD_PORT": str(t.sshd_port),
-        "DSS_SSH_PRIVATE_KEY": f"{SECRETS_DIR}/{SSH_PRIVATE_KEY_FILE}",
-        "DSS_SSH_PUBLIC_KEY": f"{SECRETS_DIR}/{SSH_PUBLIC_KEY_FILE}",
-        "DSS_MASTER_PORT": str(t.master_port),
+        # Read by the image's entrypoint (images/entrypoint.sh) and train.py.
+        "DSS_RUN": t.run_name,
+        "DSS_SSH_PORT": str(t.sshd_port),
+        "DSS_SSH_PRIVATE_KEY_FILE": f"{SECRETS_DIR}/{SSH_PRIVATE_KEY_FILE}",
+        "DSS_SSH_PUBLIC_KEY_FILE": f"{SECRETS_DIR}/{SSH_PUBLIC_KEY_FILE}",
+        "DSS_REQUIRE_SSH_KEY": "1",
+        "DSS_DATA_DIR": "/data",
         # Tasks talk over the overlay's interface; the underlay stays for Swarm.
         "NCCL_SOCKET_IFNAME": "eth0",
         "GLOO_SOCKET_IFNAME": "eth0",
@@ -162,7 +164,7 @@ def launch_argv(
     """
     t = cfg.training
     slots = t.ranks_per_node
-    script = [t.script, "--deepspeed_config", ds_config_path(t), *_train_args(t)]
+    script = [t.script, *_train_args(t)]
     if t.launcher == "torchrun":
         rank = 0 if node_rank is None else node_rank
         return [
@@ -191,12 +193,17 @@ def launch_argv(
 
 def _train_args(t: Training) -> list[str]:
     return [
-        "--run-name",
+        "--run",
         t.run_name,
         "--steps",
         str(t.steps),
-        "--checkpoint-every",
+        "--ckpt-every",
         str(t.checkpoint_every),
+        "--ds-config",
+        ds_config_path(t),
+        # train.py checks its world size against the hostfile, by name.
+        "--hostfile",
+        HOSTFILE,
         *t.args,
     ]
 

@@ -61,7 +61,7 @@ def container_spec(
             for file_name, s in secrets.items()
         ],
         healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
-            tests=["CMD", f"{render.IMAGE_HOME}/healthcheck"],
+            tests=["CMD", f"{render.IMAGE_HOME}/healthcheck.sh"],
             interval="10s",
             timeout="5s",
             retries=3,

@@ -41,7 +41,8 @@ def lab_root(env: dict[str, str] | None = None) -> Path:
 def registry_storage(env: dict[str, str] | None = None) -> Path:
     """Registry storage under DSS_CACHE, so pushed images survive lab down/up."""
     e = os.environ if env is None else env
-    cache = e.get("DSS_CACHE") or str(Path(e.get("HOME") or "/root") / ".cache/deepspeed-swarm")
+    home = e.get("HOME") or str(Path.home())
+    cache = e.get("DSS_CACHE") or str(Path(home) / ".cache/deepspeed-swarm")
     return Path(cache) / "lab-registry"
 
 

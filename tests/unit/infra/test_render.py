@@ -82,14 +82,16 @@ def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
         "--launcher=pdsh",
         "--num_nodes=3",
         "/opt/dss/train.py",
-        "--deepspeed_config",
-        "/opt/dss/ds_config.json",
-        "--run-name",
+        "--run",
         "run",
         "--steps",
         "1000",
-        "--checkpoint-every",
+        "--ckpt-every",
         "50",
+        "--ds-config",
+        "/opt/dss/ds_config.json",
+        "--hostfile",
+        "/tmp/dss/hostfile",
     ]
 
 

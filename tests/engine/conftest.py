@@ -1,0 +1,135 @@
+"""Real-engine fixtures: the lab, the pinned Pulumi CLI, and a throwaway stack.
+
+Everything here is real: `pulumi` built by toolchain/build, the docker and command
+plugins, dockerd per lab host, Swarm scheduling. Each fixture removes what it
+made (stack, backend dir, lab), also when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB_ROOT = Path(os.environ.get("DSS_LAB_ROOT", "/var/lib/dss-lab"))
+
+
+def project_env() -> dict[str, str]:
+    """The environment scripts/env.sh sets up (toolchain on PATH, PULUMI_HOME, ...)."""
+    out = subprocess.run(
+        ["bash", "-c", f". {ROOT}/scripts/env.sh && env -0"],
+        capture_output=True, check=True,
+    ).stdout.decode()
+    return dict(line.split("=", 1) for line in out.split("\0") if "=" in line)
+
+
+class Stack:
+    """A Pulumi stack driven through the real CLI, with its own backend and passphrase."""
+
+    def __init__(self, name: str, workdir: Path, config: dict[str, Any]) -> None:
+        self.name = name
+        self.workdir = workdir
+        # Stack files live beside Pulumi.yaml (where `stack init` writes the
+        # passphrase salt); `Pulumi.test-*.yaml` is git-ignored and removed after.
+        self.config_file = ROOT / f"Pulumi.{name}.yaml"
+        self.env = project_env()
+        self.env.update(
+            PULUMI_BACKEND_URL=f"file://{workdir / 'state'}",
+            PULUMI_CONFIG_PASSPHRASE=secrets.token_hex(16),
+        )
+        (workdir / "state").mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(yaml.safe_dump({"config": config}))
+
+    def pulumi(self, *args: str, check: bool = True, timeout: int = 1500) -> subprocess.CompletedProcess[str]:
+        """Run `pulumi <args>` for this stack; output is kept for assertions."""
+        argv = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--cwd", str(ROOT)]
+        proc = subprocess.run(
+            argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        sys.stdout.write(f"$ {' '.join(argv)}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}\n")
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"pulumi {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n"
+                f"{proc.stderr[-3000:]}"
+            )
+        return proc
+
+    def init(self, secret_values: dict[str, str]) -> None:
+        self.pulumi("stack", "init", self.name, "--secrets-provider", "passphrase")
+        for key, value in secret_values.items():
+            self.pulumi("config", "set", "--secret", "--path", f"secrets.{key}", value)
+
+    def outputs(self) -> dict[str, Any]:
+        proc = self.pulumi("stack", "output", "--json", "--show-secrets")
+        return dict(json.loads(proc.stdout))
+
+    def state_text(self) -> str:
+        """Every file of the backend, concatenated (for secret-leak greps)."""
+        return "\n".join(
+            p.read_text(errors="replace") for p in (self.workdir / "state").rglob("*") if p.is_file()
+        )
+
+    def remove(self) -> None:
+        self.pulumi("destroy", "--yes", "--skip-preview", check=False)
+        self.pulumi("stack", "rm", "--yes", "--force", check=False)
+        self.config_file.unlink(missing_ok=True)
+
+
+def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args], cwd=ROOT, capture_output=True, text=True,
+        check=check, timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[dict[str, Any]]:
+    """A 2-host lab with 2 fake GPUs each (no swarm: the program forms it)."""
+    lab_cli("down", check=False)
+    try:
+        lab_cli("up", "--hosts", "2", "--gpus", "2")
+        yield json.loads(lab_cli("status", "--json").stdout)
+    finally:
+        lab_cli("down", check=False)
+
+
+def dev_config(**training: Any) -> dict[str, Any]:
+    """The dev stack's config (namespaced keys) with training overrides."""
+    doc = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    doc["deepspeed-swarm:training"] = {**doc["deepspeed-swarm:training"], **training}
+    return dict(doc)
+
+
+@pytest.fixture(scope="module")
+def make_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Factory for throwaway stacks; every stack made is destroyed and removed."""
+    made: list[Stack] = []
+
+    def make(name: str, config: dict[str, Any], secret_values: dict[str, str]) -> Stack:
+        assert name.startswith("test-"), "test stacks are named test-* (git-ignored files)"
+        stack = Stack(name, tmp_path_factory.mktemp(name), config)
+        made.append(stack)
+        stack.init(secret_values)
+        return stack
+
+    yield make
+    for stack in reversed(made):
+        stack.remove()
+        shutil.rmtree(stack.workdir, ignore_errors=True)
+
+
+def docker_host(lab: dict[str, Any], index: int) -> Any:
+    """A Docker API client for lab host `index` (1-based)."""
+    import docker
+
+    return docker.DockerClient(base_url=f"unix://{LAB_ROOT}/h{index}/docker.sock", timeout=60)

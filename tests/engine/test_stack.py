@@ -1,0 +1,178 @@
+"""The dev stack on the lab with the real engine: preflight, up, idempotence, drift,
+secrets in state, destroy. Tests run in file order against one deployed stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.engine.conftest import LAB_ROOT, Stack, dev_config, docker_host
+
+pytestmark = pytest.mark.engine
+
+SECRET = "wandb-7f2c9e1b-not-for-logs"
+RUN = "enginetest"
+
+
+@pytest.fixture(scope="module")
+def deployed(lab: dict[str, Any], make_stack: Any) -> Stack:
+    """The dev stack, brought up once for the module (short CPU run)."""
+    stack = make_stack(
+        "test-engine",
+        dev_config(run_name=RUN, steps=400, checkpoint_every=10),
+        {"wandb_api_key": SECRET},
+    )
+    stack.pulumi("up", "--yes", "--skip-preview")
+    return stack
+
+
+def expect_drift(stack: Stack, *needles: str) -> str:
+    """`preview --refresh --expect-no-changes` must fail and name each needle."""
+    proc = stack.pulumi("preview", "--refresh", "--expect-no-changes", "--diff", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, f"drift not detected; preview said:\n{out[-3000:]}"
+    for needle in needles:
+        assert needle in out, f"drift report does not name {needle!r}:\n{out[-3000:]}"
+    return out
+
+
+def test_preflight_refuses_missing_gpus(lab: dict[str, Any], make_stack: Any) -> None:
+    """`up` stops before any service exists when a host has fewer GPUs than configured."""
+    cfg = dev_config(run_name="preflight")
+    hosts = cfg["deepspeed-swarm:hosts"]
+    hosts[1] = {**hosts[1], "gpus": {"count": 3, "model": "fake-gpu"}}
+    stack = make_stack("test-preflight", cfg, {"wandb_api_key": SECRET})
+    proc = stack.pulumi("up", "--yes", "--skip-preview", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, "up succeeded although lab-h2 has 2 GPUs, not 3"
+    assert "host lab-h2: gpu_count is 2, config says 3" in out, out[-3000:]
+    assert docker_host(lab, 1).api.info()["Swarm"]["LocalNodeState"] != "active", (
+        "preflight failed but the swarm was initialised anyway"
+    )
+    stack.pulumi("destroy", "--yes", "--skip-preview")
+
+
+def test_up_forms_swarm_with_labels(deployed: Stack, lab: dict[str, Any]) -> None:
+    """Both lab hosts are Ready swarm nodes with their dss.* labels."""
+    nodes = {n.attrs["Description"]["Hostname"]: n.attrs for n in docker_host(lab, 1).nodes.list()}
+    assert set(nodes) == {"lab-h1", "lab-h2"}
+    assert nodes["lab-h1"]["Spec"]["Labels"]["dss.role"] == "master"
+    assert nodes["lab-h2"]["Spec"]["Labels"]["dss.role"] == "worker"
+    assert all(n["Status"]["State"] == "ready" for n in nodes.values())
+
+
+def test_up_creates_overlay_with_mtu(deployed: Stack, lab: dict[str, Any]) -> None:
+    """The overlay exists with MTU 9000 and is attachable."""
+    net = docker_host(lab, 1).networks.get("ds-net").attrs
+    assert net["Driver"] == "overlay" and net["Attachable"]
+    assert net["Options"]["com.docker.network.driver.mtu"] == "9000"
+
+
+def test_tasks_reserve_distinct_gpus(deployed: Stack) -> None:
+    """Each task holds its own fake GPUs; the rank map says which."""
+    rank_map = deployed.outputs()["rankMap"]
+    assert [r["node"] for r in rank_map] == ["lab-h1", "lab-h2"]
+    uuids = [u for r in rank_map for u in r["gpu_uuids"]]
+    assert len(uuids) == 4 and len(set(uuids)) == 4, rank_map
+
+
+def test_hostfile_from_real_tasks(deployed: Stack) -> None:
+    """The hostfile output lists both tasks' overlay addresses, master first."""
+    out = deployed.outputs()
+    lines = out["hostfile"].splitlines()
+    assert len(lines) == 2 and all(line.endswith(" slots=1") for line in lines), lines
+    assert lines[0].split()[0] == out["masterAddress"]
+
+
+def test_training_runs(deployed: Stack) -> None:
+    """The launch really trains: rank 0 logs steps with a loss to the shared /data."""
+    log = LAB_ROOT / "shared" / "logs" / RUN / "rank0.jsonl"
+    deadline = time.monotonic() + 600
+    steps: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        if log.exists():
+            steps = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+            if len(steps) >= 5:
+                break
+        time.sleep(5)
+    assert len(steps) >= 5, f"{log}: {len(steps)} steps logged after 600 s"
+    assert all("loss" in s and "step" in s for s in steps)
+
+
+def test_second_preview_has_no_changes(deployed: Stack) -> None:
+    """A preview right after up proposes nothing (no perpetual diff)."""
+    deployed.pulumi("preview", "--expect-no-changes")
+
+
+def test_refresh_finds_no_drift(deployed: Stack) -> None:
+    """Refreshing an untouched stack proposes nothing (network, services, facts, nodes)."""
+    deployed.pulumi("preview", "--refresh", "--expect-no-changes")
+
+
+def test_state_has_no_plaintext_secrets(deployed: Stack) -> None:
+    """Neither the user secret nor the generated SSH private key is readable in state."""
+    state = deployed.state_text()
+    assert SECRET not in state, "the wandb secret is in the state in plaintext"
+    assert "PRIVATE KEY" not in state, "an SSH private key is in the state in plaintext"
+
+
+def test_drift_node_label(deployed: Stack, lab: dict[str, Any]) -> None:
+    """A label removed from a node by hand is drift on that node's resource."""
+    client = docker_host(lab, 1)
+    node = next(n for n in client.nodes.list() if n.attrs["Description"]["Hostname"] == "lab-h2")
+    spec = node.attrs["Spec"]
+    labels = dict(spec["Labels"])
+    spec["Labels"] = {k: v for k, v in labels.items() if k != "dss.gpus"}
+    node.update(spec)
+    try:
+        expect_drift(deployed, "test-engine-swarm-node-lab-h2", "dss.gpus")
+    finally:
+        node.reload()
+        spec = node.attrs["Spec"]
+        spec["Labels"] = labels
+        node.update(spec)
+
+
+def test_drift_nic_mtu(deployed: Stack) -> None:
+    """A host whose NIC MTU changed is drift on its facts resource, naming the fact."""
+    ns = "dsslab-h2"
+    subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "mtu", "9000"], check=True)
+    try:
+        expect_drift(deployed, "test-engine-facts-lab-h2", "nic_mtu")
+    finally:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "mtu", "9100"], check=True)
+
+
+def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
+    """A service label added by hand is drift on the service resource."""
+    svc = docker_host(lab, 1).services.get("ds-worker")
+    subprocess.run(
+        ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", "service", "update", "--detach",
+         "--label-add", "hand=edit", svc.id],
+        check=True, capture_output=True,
+    )
+    try:
+        expect_drift(deployed, "test-engine-train-worker")
+    finally:
+        subprocess.run(
+            ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", "service", "update", "--detach",
+             "--label-rm", "hand", svc.id],
+            check=True, capture_output=True,
+        )
+
+
+def test_destroy_stops_training_and_cleans_hosts(deployed: Stack, lab: dict[str, Any]) -> None:
+    """Destroy SIGTERMs the run (it checkpoints), then leaves no service, network,
+    secret or swarm behind on the lab hosts."""
+    deployed.pulumi("destroy", "--yes", "--skip-preview")
+    ckpts = LAB_ROOT / "shared" / "checkpoints" / RUN
+    assert ckpts.exists() and any(ckpts.iterdir()), f"no checkpoint in {ckpts} after destroy"
+    for i in (1, 2):
+        info = docker_host(lab, i).api.info()
+        assert info["Swarm"]["LocalNodeState"] == "inactive", f"lab-h{i} is still in a swarm"
+    c1 = docker_host(lab, 1)
+    assert not [n for n in c1.networks.list() if n.name == "ds-net"]
