@@ -48,7 +48,7 @@ services = TrainingServices(
 launch = TrainingLaunch(
     f"{stack}-launch",
     cfg,
-    leader_endpoint=endpoint(cfg.leader),
+    host_endpoints={h.name: endpoint(h) for h in cfg.hosts},
     services=[s for s in (services.master, services.workers) if s is not None],
     service_names=services.service_names,
     network_id=network.network_id,

@@ -343,8 +343,10 @@ class Preflight(_Model):
     min_driver_version: str = "535.0"
     """Oldest NVIDIA driver allowed on GPU hosts. Default 535.0."""
     ssh_private_key_file: str | None = None
-    """Private key the operator uses for host SSH (facts, launch). Default: the
-    `hostSshKey` secret config instead."""
+    """Private key file the operator uses for host SSH (facts, launch). Default: the
+    operator's ssh agent."""
+    ssh_known_hosts_file: str | None = None
+    """known_hosts to verify host keys against (strict). Default: not verified."""
 
 
 class StackConfig(_Model):

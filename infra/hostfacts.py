@@ -188,6 +188,8 @@ def ssh_target(cfg: StackConfig, host: Host) -> dict[str, Any]:
     target: dict[str, Any] = {"user": host.ssh_user, "address": host.address, "port": host.ssh_port}
     if cfg.preflight.ssh_private_key_file:
         target["key_file"] = cfg.preflight.ssh_private_key_file
+    if cfg.preflight.ssh_known_hosts_file:
+        target["known_hosts"] = cfg.preflight.ssh_known_hosts_file
     return target
 
 

@@ -28,6 +28,22 @@ from infra.config import Host, StackConfig, duration_seconds
 from infra.hostops import docker_client
 
 
+def _assigned_gpus(props: dict[str, Any], node: str, container_id: str) -> list[str]:
+    """The GPUs Swarm assigned a task, from its container's environment.
+
+    Swarm hands generic resources to the container as `DOCKER_RESOURCE_<KIND>`
+    (the NVIDIA container runtime maps it to NVIDIA_VISIBLE_DEVICES); the task
+    API's `AssignedGenericResources` is empty on Docker 20.10, so read the env.
+    """
+    endpoint = props["host_endpoints"].get(node)
+    if not endpoint or not container_id:
+        return []
+    env = docker_client(endpoint).api.inspect_container(container_id)["Config"]["Env"] or []
+    key = f"DOCKER_RESOURCE_{render.GPU_RESOURCE}="
+    value = next((e[len(key) :] for e in env if e.startswith(key)), "")
+    return sorted(u for u in value.split(",") if u)
+
+
 def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
     client = docker_client(props["leader_endpoint"])
     api = client.api
@@ -42,20 +58,17 @@ def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
             for att in t.get("NetworksAttachments") or []:
                 if att["Network"]["ID"] == props["network_id"] and att.get("Addresses"):
                     address = att["Addresses"][0].split("/")[0]
-            gpus = [
-                g["NamedResourceSpec"]["Value"]
-                for g in t.get("AssignedGenericResources") or []
-                if g.get("NamedResourceSpec", {}).get("Kind") == render.GPU_RESOURCE
-            ]
+            node = nodes.get(t["NodeID"], t["NodeID"])
+            container = t["Status"].get("ContainerStatus", {}).get("ContainerID", "")
             entries.append(
                 {
                     "service": svc,
                     "slot": int(t.get("Slot") or 0),
                     "task_id": t["ID"],
-                    "node": nodes.get(t["NodeID"], t["NodeID"]),
+                    "node": node,
                     "address": address,
-                    "container_id": t["Status"].get("ContainerStatus", {}).get("ContainerID", ""),
-                    "gpu_uuids": sorted(gpus),
+                    "container_id": container,
+                    "gpu_uuids": _assigned_gpus(props, node, container),
                 }
             )
     return render.order_roster(entries)
@@ -148,7 +161,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         self,
         name: str,
         cfg: StackConfig,
-        leader_endpoint: dict[str, Any],
+        host_endpoints: dict[str, dict[str, Any]],
         services: list[pulumi.Resource],
         service_names: list[str],
         network_id: pulumi.Input[str],
@@ -161,7 +174,8 @@ class TrainingLaunch(pulumi.ComponentResource):
         self.roster = TaskRoster(
             f"{name}-roster",
             {
-                "leader_endpoint": leader_endpoint,
+                "leader_endpoint": host_endpoints[cfg.leader.name],
+                "host_endpoints": host_endpoints,
                 "services": service_names,
                 "network_id": network_id,
                 "expected_tasks": len(cfg.hosts),

@@ -133,6 +133,21 @@ class HostPaths:
     def init_script(self) -> Path:
         return self.dir / "init.sh"
 
+    @property
+    def bin_dir(self) -> Path:
+        """First on PATH in the host's SSH sessions: the fake `nvidia-smi`."""
+        return self.dir / "bin"
+
+    @property
+    def gpu_list(self) -> Path:
+        """The host's fake GPUs, one UUID a line (edit it to simulate a lost GPU)."""
+        return self.dir / "gpus"
+
+    @property
+    def driver_version(self) -> Path:
+        """The fake NVIDIA driver version the host reports."""
+        return self.dir / "driver-version"
+
 
 @dataclass(frozen=True)
 class LabPaths:
@@ -242,9 +257,32 @@ def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
         "MaxStartups 100:30:200",
         "MaxSessions 100",
         "Subsystem sftp internal-sftp",
-        f"SetEnv DOCKER_HOST=unix://{paths.socket}",
+        f"SetEnv DOCKER_HOST=unix://{paths.socket} PATH={paths.bin_dir}:{STD_PATH}",
     ]
     return "\n".join(lines) + "\n"
+
+
+STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+FAKE_DRIVER_VERSION = "550.54.15"
+
+
+def render_fake_nvidia_smi(paths: HostPaths) -> str:
+    """A stand-in `nvidia-smi` answering the two queries the project makes (`-L` and
+    `--query-gpu=uuid,driver_version --format=csv,...`) from the host's GPU list, so
+    host facts (and their drift) can be read from a lab host as from a GPU server."""
+    return f"""#!/bin/sh
+# written by `python -m lab up`: a fake nvidia-smi for lab host {paths.index}
+gpus={shlex.quote(str(paths.gpu_list))}
+driver=$(cat {shlex.quote(str(paths.driver_version))})
+case "$*" in
+  *--query-gpu=uuid,driver_version*)
+    while read -r uuid; do [ -n "$uuid" ] && echo "$uuid, $driver"; done < "$gpus" ;;
+  *-L*)
+    n=0; while read -r uuid; do
+      [ -n "$uuid" ] && echo "GPU $n: Lab Fake GPU (UUID: $uuid)" && n=$((n + 1)); done < "$gpus" ;;
+  *) echo "lab nvidia-smi: only -L and --query-gpu=uuid,driver_version are faked" >&2; exit 2 ;;
+esac
+"""
 
 
 def render_ssh_client_config(lab: LabPaths, hosts: int) -> str:

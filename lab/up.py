@@ -146,6 +146,12 @@ def _host_files(
     hp.daemon_json.write_text(c.render_daemon_json(hp, gpus))
     hp.sshd_config.write_text(c.render_sshd_config(hp, lab))
     hp.init_script.write_text(c.render_host_script(hp, cgroups, links))
+    hp.bin_dir.mkdir(exist_ok=True)
+    hp.gpu_list.write_text("".join(f"{u}\n" for u in c.gpu_uuids(i, gpus)))
+    hp.driver_version.write_text(c.FAKE_DRIVER_VERSION + "\n")
+    smi = hp.bin_dir / "nvidia-smi"
+    smi.write_text(c.render_fake_nvidia_smi(hp))
+    smi.chmod(0o755)
     s.cgroup_create(c.cgroup_name(i))
 
 

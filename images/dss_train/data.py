@@ -9,6 +9,7 @@ an uninterrupted run would.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -21,18 +22,18 @@ class SyntheticCorpus:
         w = torch.softmax(torch.randn(vocab, fanout, generator=g), dim=1) * 0.98
         probs.scatter_add_(1, succ, w)
         self.probs = probs / probs.sum(dim=1, keepdim=True)
+        cdf = self.probs.double().cumsum(dim=1)
+        self._cdf = (cdf / cdf[:, -1:]).numpy()
 
     def sample(self, index: int) -> torch.Tensor:
         """Sample `index`: seq_len + 1 tokens (inputs plus shifted targets)."""
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
-        out = torch.empty(self.seq_len + 1, dtype=torch.long)
-        out[0] = int(torch.randint(0, self.vocab, (1,), generator=g))
-        u = torch.rand(self.seq_len, generator=g)
-        cdf = self.probs.cumsum(dim=1)
+        rng = np.random.default_rng([self.seed, index])
+        u = rng.random(self.seq_len)
+        out = np.empty(self.seq_len + 1, dtype=np.int64)
+        out[0] = rng.integers(0, self.vocab)
         for t in range(self.seq_len):
-            row = cdf[out[t]]
-            out[t + 1] = min(int(torch.searchsorted(row, u[t] * row[-1])), self.vocab - 1)
-        return out
+            out[t + 1] = min(int(np.searchsorted(self._cdf[out[t]], u[t])), self.vocab - 1)
+        return torch.from_numpy(out)
 
     def batch(self, step: int, micro: int, rank: int, world: int, ga: int, mbs: int) -> torch.Tensor:
         """The micro batch of (1-based) optimizer step `step`, micro step `micro`, rank `rank`."""

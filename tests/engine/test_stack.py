@@ -147,6 +147,17 @@ def test_drift_nic_mtu(deployed: Stack) -> None:
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "mtu", "9100"], check=True)
 
 
+def test_drift_lost_gpu(deployed: Stack) -> None:
+    """A host that lost a GPU (nvidia-smi shows one fewer) is drift naming gpu_count."""
+    gpus = LAB_ROOT / "h2" / "gpus"
+    before = gpus.read_text()
+    gpus.write_text("".join(before.splitlines(keepends=True)[1:]))
+    try:
+        expect_drift(deployed, "test-engine-facts-lab-h2", "gpu_count")
+    finally:
+        gpus.write_text(before)
+
+
 def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
     """A service label added by hand is drift on the service resource."""
     svc = docker_host(lab, 1).services.get("ds-worker")

@@ -90,7 +90,10 @@ def test_sshd_config_is_key_only_root_on_host_address() -> None:
     assert opts["UsePAM"] == "no"
     assert opts["AuthorizedKeysFile"] == "/lab-root/ssh/authorized_keys"
     assert opts["HostKey"] == "/lab-root/h4/ssh_host_ed25519_key"
-    assert opts["SetEnv"] == "DOCKER_HOST=unix:///lab-root/h4/docker.sock"
+    assert opts["SetEnv"] == (
+        "DOCKER_HOST=unix:///lab-root/h4/docker.sock "
+        "PATH=/lab-root/h4/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    )
 
 
 def test_ssh_client_config_covers_every_host() -> None:
@@ -177,3 +180,20 @@ def test_status_dict_lists_endpoints_per_host() -> None:
     assert st["shared_dir"] == "/lab-root/shared"
     assert st["ssh_key"] == "/lab-root/ssh/id_ed25519"
     assert st["bridge_mtu"] == 9100
+
+
+def test_fake_nvidia_smi_reads_host_gpu_list(tmp_path: Path) -> None:
+    """The fake nvidia-smi answers the facts query from the host's GPU list."""
+    import subprocess
+
+    hp = c.HostPaths(tmp_path, 3)
+    hp.dir.mkdir()
+    hp.gpu_list.write_text("GPU-a\nGPU-b\n")
+    hp.driver_version.write_text("550.54.15\n")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(c.render_fake_nvidia_smi(hp))
+    query = ["sh", str(smi), "--query-gpu=uuid,driver_version", "--format=csv,noheader,nounits"]
+    out = subprocess.run(query, capture_output=True, text=True, check=True).stdout
+    assert out == "GPU-a, 550.54.15\nGPU-b, 550.54.15\n"
+    listing = subprocess.run(["sh", str(smi), "-L"], capture_output=True, text=True, check=True)
+    assert listing.stdout.splitlines()[1] == "GPU 1: Lab Fake GPU (UUID: GPU-b)"
