@@ -276,12 +276,16 @@ echo "stop: still running after {grace_seconds}s; the task's stop_grace_period a
 """
 
 
+def metrics_path(cfg: StackConfig) -> str:
+    """Rank 0's JSON-lines metrics on the shared file system, as seen from the hosts."""
+    return f"{cfg.training.data_dir}/logs/{cfg.training.run_name}/metrics.jsonl"
+
+
 def logs_command(cfg: StackConfig) -> str:
     """What a user runs to follow the training logs."""
     return (
         f"ssh -p {cfg.master.ssh_port} {cfg.master.ssh_user}@{cfg.master.address} "
-        f"docker service logs -f {MASTER_SERVICE}  # or: tail -f "
-        f"{cfg.training.data_dir}/logs/{cfg.training.run_name}/rank0.jsonl"
+        f"docker service logs -f {MASTER_SERVICE}  # or: tail -f {metrics_path(cfg)}"
     )
 
 

@@ -90,7 +90,7 @@ def test_hostfile_from_real_tasks(deployed: Stack) -> None:
 
 def test_training_runs(deployed: Stack) -> None:
     """The launch really trains: rank 0 logs steps with a loss to the shared /data."""
-    log = LAB_ROOT / "shared" / "logs" / RUN / "rank0.jsonl"
+    log = LAB_ROOT / "shared" / "logs" / RUN / "metrics.jsonl"
     deadline = time.monotonic() + 600
     steps: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
