@@ -36,6 +36,11 @@ APPLETS = [
     "test",
     "[",
     "rm",
+    "dirname",
+    "pgrep",
+    "pkill",
+    "id",
+    "ps",
 ]
 
 

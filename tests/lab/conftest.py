@@ -66,10 +66,10 @@ def _require_root() -> None:
         pytest.skip("the lab needs root")
 
 
-def start_lab(hosts: int, gpus: int, mtu: int) -> Lab:
+def start_lab(hosts: int, gpus: int, mtu: int, swarm: bool = True) -> Lab:
     root = c.lab_root()
     down(root)  # leftovers of an earlier, crashed run
-    up(root, hosts, gpus, mtu, swarm=True, managers=1)
+    up(root, hosts, gpus, mtu, swarm=swarm, managers=1)
     image = build_and_push(c.LabPaths(root).host(1).socket)
     return Lab(root, hosts, gpus, mtu, image, status(root))
 
@@ -94,3 +94,32 @@ def small_mtu_lab() -> Iterator[Lab]:
         yield start_lab(2, 1, 1500)
     finally:
         down(root)
+
+
+@pytest.fixture(scope="module")
+def bare_lab() -> Iterator[Lab]:
+    """A 2-host lab, 2 fake GPUs each, no swarm yet (as the Pulumi program finds it)."""
+    _require_root()
+    root = c.lab_root()
+    try:
+        yield start_lab(2, 2, c.DEFAULT_MTU, swarm=False)
+    finally:
+        down(root)
+
+
+def dev_stack_config() -> Any:
+    """The dev stack's validated config (it points at the lab's fixed addresses)."""
+    import yaml
+
+    from infra.config import parse_stack_config
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "Pulumi.dev.yaml").read_text())
+    raw = {k.split(":", 1)[1]: v for k, v in doc["config"].items()}
+    raw.pop("secrets", None)  # encrypted; these tests need none of them
+    return parse_stack_config(raw)
+
+
+@pytest.fixture
+def dev_cfg() -> Any:
+    """The dev stack's validated config."""
+    return dev_stack_config()

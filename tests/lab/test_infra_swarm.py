@@ -1,0 +1,105 @@
+"""infra.swarm against lab hosts: init, join, labels, adoption, drift, leave."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra import render
+from infra.hostops import docker_client
+from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
+from tests.lab.conftest import Lab, dev_stack_config
+
+pytestmark = pytest.mark.lab
+
+
+def init_props(cfg: Any) -> dict[str, Any]:
+    leader = cfg.leader
+    return {
+        "host": leader.name, "endpoint": endpoint(leader),
+        "advertise_addr": leader.address, "addr_pool": None, "swarm_id": None,
+    }
+
+
+def node_props(cfg: Any, name: str, swarm_id: str) -> dict[str, Any]:
+    h = next(h for h in cfg.hosts if h.name == name)
+    return {
+        "host": h.name, "is_leader": h is cfg.leader, "endpoint": endpoint(h),
+        "leader_endpoint": endpoint(cfg.leader), "leader_addr": cfg.leader.address,
+        "advertise_addr": h.address, "swarm_id": swarm_id, "role": h.role,
+        "availability": "active", "labels": render.node_labels(cfg, h), "node_id": None,
+    }
+
+
+@pytest.fixture(scope="module")
+def swarm(bare_lab: Lab) -> dict[str, Any]:
+    """A swarm formed by the providers on the bare lab; left after the module."""
+    cfg = dev_stack_config()
+    init = SwarmInitProvider().create(init_props(cfg))
+    nodes = {
+        h.name: SwarmNodeProvider().create(node_props(cfg, h.name, init.id)) for h in cfg.hosts
+    }
+    return {"cfg": cfg, "init": init, "nodes": nodes}
+
+
+def test_nodes_join_with_labels(swarm: dict[str, Any]) -> None:
+    """Both hosts are Ready members; each carries its dss.* labels and role."""
+    leader = docker_client(endpoint(swarm["cfg"].leader))
+    nodes = {n.attrs["Description"]["Hostname"]: n.attrs for n in leader.nodes.list()}
+    assert set(nodes) == {"lab-h1", "lab-h2"}
+    assert nodes["lab-h1"]["Spec"]["Labels"]["dss.role"] == "master"
+    assert nodes["lab-h2"]["Spec"]["Labels"] == {
+        "dss.role": "worker", "dss.gpus": "2", "dss.gpu-model": "fake-gpu"
+    }
+    assert nodes["lab-h2"]["Spec"]["Role"] == "worker"
+    assert all(n["Status"]["State"] == "ready" for n in nodes.values())
+
+
+def test_init_adopts_existing_swarm(swarm: dict[str, Any]) -> None:
+    """Creating again on a leader that already manages the swarm adopts it, same id."""
+    again = SwarmInitProvider().create(init_props(swarm["cfg"]))
+    assert again.id == swarm["init"].id
+
+
+def test_join_adopts_membership(swarm: dict[str, Any]) -> None:
+    """Creating a node that is already a member keeps it (no leave, no re-join)."""
+    again = SwarmNodeProvider().create(node_props(swarm["cfg"], "lab-h2", swarm["init"].id))
+    assert again.id == swarm["nodes"]["lab-h2"].id
+
+
+def test_refresh_without_drift_proposes_nothing(swarm: dict[str, Any]) -> None:
+    """Reading an untouched node gives no diff against the program's inputs."""
+    p = SwarmNodeProvider()
+    want = node_props(swarm["cfg"], "lab-h2", swarm["init"].id)
+    read = p.read(swarm["nodes"]["lab-h2"].id, swarm["nodes"]["lab-h2"].outs)
+    assert p.diff(read.id or "", read.outs, want).changes is False
+
+
+def test_refresh_names_a_removed_label(swarm: dict[str, Any]) -> None:
+    """A label removed by hand shows up as a labels diff on that node."""
+    p = SwarmNodeProvider()
+    want = node_props(swarm["cfg"], "lab-h2", swarm["init"].id)
+    leader = docker_client(endpoint(swarm["cfg"].leader))
+    node = leader.nodes.get(swarm["nodes"]["lab-h2"].id)
+    spec = node.attrs["Spec"]
+    spec["Labels"] = {k: v for k, v in spec["Labels"].items() if k != "dss.gpus"}
+    node.update(spec)
+    read = p.read(node.id, swarm["nodes"]["lab-h2"].outs)
+    assert read.inputs is not None and "dss.gpus" not in read.inputs["labels"]
+    assert p.diff(node.id, read.outs, want).changes is True
+    p.update(node.id, read.outs, want)  # what `pulumi up` does: put the label back
+    node.reload()
+    assert node.attrs["Spec"]["Labels"]["dss.gpus"] == "2"
+
+
+def test_delete_leaves_the_swarm(swarm: dict[str, Any]) -> None:
+    """Deleting the worker node, then the swarm, leaves both engines outside any swarm."""
+    cfg = swarm["cfg"]
+    SwarmNodeProvider().delete(swarm["nodes"]["lab-h2"].id, swarm["nodes"]["lab-h2"].outs)
+    leader = docker_client(endpoint(cfg.leader))
+    assert [n.attrs["Description"]["Hostname"] for n in leader.nodes.list()] == ["lab-h1"]
+    SwarmInitProvider().delete(swarm["init"].id, swarm["init"].outs)
+    for h in cfg.hosts:
+        state = docker_client(endpoint(h)).info()["Swarm"]["LocalNodeState"]
+        assert state == "inactive", f"{h.name} is still in a swarm ({state})"
