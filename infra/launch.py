@@ -71,7 +71,7 @@ def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
                     "gpu_uuids": _assigned_gpus(props, node, container),
                 }
             )
-    return render.order_roster(entries)
+    return render.order_roster(entries, master=props["services"][0])
 
 
 def wait_for_roster(props: dict[str, Any]) -> list[render.RosterEntry]:

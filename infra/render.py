@@ -24,6 +24,7 @@ SSH_PUBLIC_KEY_FILE = "ssh_public_key"
 TRAIN_UID = "1000"
 MASTER_SERVICE = "ds-master"
 WORKER_SERVICE = "ds-worker"
+WARMUP_SERVICE = "ds-net-warmup"
 GPU_RESOURCE = "NVIDIA-GPU"
 
 
@@ -117,9 +118,11 @@ def ds_config_json(t: Training) -> str | None:
     return json.dumps(t.ds_config, sort_keys=True, separators=(",", ":"))
 
 
-def order_roster(entries: Iterable[RosterEntry]) -> list[RosterEntry]:
+def order_roster(
+    entries: Iterable[RosterEntry], master: str = MASTER_SERVICE
+) -> list[RosterEntry]:
     """Master first, then workers by node name: this order is the node rank."""
-    return sorted(entries, key=lambda e: (e["service"] != MASTER_SERVICE, e["node"], e["slot"]))
+    return sorted(entries, key=lambda e: (e["service"] != master, e["node"], e["slot"]))
 
 
 def duplicate_gpus(roster: Sequence[RosterEntry]) -> dict[str, list[str]]:
@@ -132,14 +135,15 @@ def duplicate_gpus(roster: Sequence[RosterEntry]) -> dict[str, list[str]]:
 
 
 def render_hostfile(roster: Sequence[RosterEntry], slots: int) -> str:
-    """DeepSpeed/MPI hostfile: one line per node (its overlay address) with `slots=`."""
-    return "".join(f"{e['address']} slots={slots}\n" for e in order_roster(roster))
+    """DeepSpeed/MPI hostfile: one line per node (its overlay address) with `slots=`,
+    in the roster's (node-rank) order."""
+    return "".join(f"{e['address']} slots={slots}\n" for e in roster)
 
 
 def rank_map(roster: Sequence[RosterEntry], slots: int) -> list[dict[str, Any]]:
     """Task -> node -> overlay address -> GPUs -> global ranks, in node-rank order."""
     out = []
-    for node_rank, e in enumerate(order_roster(roster)):
+    for node_rank, e in enumerate(roster):
         out.append(
             {
                 "node_rank": node_rank,
@@ -258,15 +262,17 @@ echo "launch: started on $(hostname) in $ctr"
 """
 
 
-def stop_script(*, service: str, grace_seconds: int) -> str:
-    """Shell run over SSH on delete: SIGTERM the training processes (they finish the
-    step and checkpoint), wait up to the grace period, then report."""
+def stop_script(*, service: str, grace_seconds: int, pattern: str = f"{IMAGE_HOME}/") -> str:
+    """Shell run over SSH on delete: SIGTERM the training processes (command lines
+    matching `pattern`: they finish the step and checkpoint), wait up to the grace
+    period, then report."""
+    pat = shlex.quote(pattern)
     return f"""set -u
 ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)
 [ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
-docker exec "$ctr" pkill -TERM -f {IMAGE_HOME}/ || true
+docker exec "$ctr" pkill -TERM -f {pat} || true
 for i in $(seq 1 {grace_seconds}); do
-  if ! docker exec "$ctr" pgrep -f {IMAGE_HOME}/ >/dev/null 2>&1; then
+  if ! docker exec "$ctr" pgrep -f {pat} >/dev/null 2>&1; then
     echo "stop: training exited"
     exit 0
   fi

@@ -88,9 +88,33 @@ def gpu_reservation(gpus: int) -> docker.ServiceTaskSpecResourcesArgs | None:
     )
 
 
+def warmup_spec(
+    image_ref: pulumi.Input[str], network_id: pulumi.Input[str]
+) -> docker.ServiceTaskSpecArgs:
+    """A task on every node, on the overlay, reserving nothing.
+
+    Why: on Docker 20.10 a GPU-reserving task that is the first on its node to use
+    a new overlay is rejected ("node is missing network attachments"), and every
+    retry is then rejected by the constraint enforcer ("assigned node no longer
+    meets constraints"), for good (seen in the lab; tests/lab/test_infra_launch.py).
+    Once any task has used the overlay on a node, GPU tasks schedule normally.
+    """
+    return docker.ServiceTaskSpecArgs(
+        container_spec=docker.ServiceTaskSpecContainerSpecArgs(
+            image=image_ref,
+            commands=["sleep", "infinity"],
+            # The image's healthcheck probes sshd, which this task does not run.
+            healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
+        ),
+        networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
+    )
+
+
 class TrainingServices(pulumi.ComponentResource):
     """The master and worker services of the training job."""
 
+    warmup: docker.Service
+    """`ds-net-warmup`: one task per node on the overlay, before any GPU task."""
     master: docker.Service
     workers: docker.Service | None
     service_names: list[str]
@@ -110,6 +134,18 @@ class TrainingServices(pulumi.ComponentResource):
         t = cfg.training
         spec = container_spec(cfg, image_ref, secrets)
         rp = t.restart_policy
+
+        self.warmup = docker.Service(
+            f"{name}-net-warmup",
+            name=render.WARMUP_SERVICE,
+            mode=docker.ServiceModeArgs(global_=True),
+            task_spec=warmup_spec(image_ref, network_id),
+            endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
+            converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="5m"),
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=provider, depends_on=list(depends_on)
+            ),
+        )
 
         def service(svc_name: str, role: str, replicas: int) -> docker.Service:
             return docker.Service(
@@ -138,7 +174,7 @@ class TrainingServices(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    depends_on=list(depends_on),
+                    depends_on=[*depends_on, self.warmup],
                 ),
             )
 

@@ -16,6 +16,9 @@ from lab.sysops import LabError
 IMAGE = f"{c.REGISTRY_ADDR}/dsslab/busybox:1"
 BUSYBOX = Path("/bin/busybox")
 PING = Path("/usr/bin/ping")
+# procps' pgrep/pkill (Debian's busybox-static has no such applets): the project's
+# launch and stop scripts use them, as the training image has them.
+EXTRA_BINARIES = (PING, Path("/usr/bin/pgrep"), Path("/usr/bin/pkill"))
 APPLETS = [
     "sh",
     "ls",
@@ -37,10 +40,9 @@ APPLETS = [
     "[",
     "rm",
     "dirname",
-    "pgrep",
-    "pkill",
     "id",
     "ps",
+    "tail",
 ]
 
 
@@ -51,8 +53,10 @@ def shared_libs(binary: Path) -> list[Path]:
 
 
 def rootfs_tar() -> bytes:
-    if not BUSYBOX.exists() or not PING.exists():
-        raise LabError("need Debian's busybox-static and iputils-ping (scripts/bootstrap-system)")
+    if not BUSYBOX.exists() or not all(b.exists() for b in EXTRA_BINARIES):
+        raise LabError(
+            "need Debian's busybox-static, iputils-ping and procps (scripts/bootstrap-system)"
+        )
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for d in ("bin", "etc", "tmp", "lib", "lib64", "usr", "usr/bin", "proc", "sys", "dev"):
@@ -64,13 +68,14 @@ def rootfs_tar() -> bytes:
             link = tarfile.TarInfo(f"bin/{a}")
             link.type, link.linkname = tarfile.SYMTYPE, "busybox"
             tar.addfile(link)
-        tar.add(str(PING), "bin/ping")
         seen: set[str] = set()
-        for lib in shared_libs(PING):
-            for path in {str(lib), str(lib.resolve())}:
-                if path not in seen:
-                    seen.add(path)
-                    tar.add(str(lib.resolve()), path.lstrip("/"))
+        for binary in EXTRA_BINARIES:
+            tar.add(str(binary), f"bin/{binary.name}")
+            for lib in shared_libs(binary):
+                for path in {str(lib), str(lib.resolve())}:
+                    if path not in seen:
+                        seen.add(path)
+                        tar.add(str(lib.resolve()), path.lstrip("/"))
     return buf.getvalue()
 
 

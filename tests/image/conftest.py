@@ -18,12 +18,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "images"
+HAVE_BUILDX = shutil.which("docker") is not None and subprocess.run(
+    ["docker", "buildx", "version"], capture_output=True).returncode == 0
 
 
 def docker(*args: str, check: bool = True, timeout: float = 300,
            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = None
+    if args and args[0] == "build" and "DOCKER_BUILDKIT" not in os.environ:
+        env = os.environ | {"DOCKER_BUILDKIT": "1" if HAVE_BUILDX else "0"}
     r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
-                       input=input)
+                       input=input, env=env)
     if check and r.returncode != 0:
         raise AssertionError(f"docker {' '.join(args)} failed ({r.returncode}):\n"
                              f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
@@ -156,6 +161,11 @@ def dk_module(image: str) -> Iterator[Docker]:
         d.cleanup()
 
 
+def running(cname: str) -> bool:
+    r = docker("inspect", "-f", "{{.State.Running}}", cname, check=False)
+    return r.stdout.strip() == "true"
+
+
 def metrics(d: Docker, volume: str, run: str) -> list[dict]:
     text = d.read(volume, f"logs/{run}/metrics.jsonl")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -170,6 +180,6 @@ def wait_for_step(d: Docker, volume: str, run: str, step: int, timeout: float = 
         if line and json.loads(line)["step"] >= step:
             return
         if alive is not None and not alive():
-            raise AssertionError("training exited before reaching step %d" % step)
+            raise AssertionError(f"training exited before reaching step {step}")
         time.sleep(2)
     raise AssertionError(f"run {run} did not reach step {step} in {timeout}s")

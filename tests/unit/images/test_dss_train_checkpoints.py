@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-
 from dss_train import checkpoints as ck
 
 pytestmark = pytest.mark.unit

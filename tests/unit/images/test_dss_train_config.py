@@ -5,7 +5,6 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from dss_train import DssError
 from dss_train.config import (
     apply_overrides,
@@ -73,7 +72,7 @@ def test_inconsistent_train_batch_size_is_rejected() -> None:
 
 def test_bad_zero_stage_is_rejected() -> None:
     """Only ZeRO stages 0-3 exist."""
-    with pytest.raises(DssError, match="zero_optimization.stage"):
+    with pytest.raises(DssError, match=r"zero_optimization\.stage"):
         validate_ds_config(apply_overrides(good(), zero_stage=5), 1)
 
 

@@ -14,8 +14,10 @@ from tests.unit.infra.samples import Mocks, small_config, stack_config
 
 @pytest.fixture
 def dev_raw() -> dict[str, Any]:
-    """The dev stack's config, as a fresh mutable copy."""
-    return copy.deepcopy(stack_config("dev"))
+    """The dev stack's config without its encrypted secrets, as a fresh mutable copy."""
+    raw = copy.deepcopy(stack_config("dev"))
+    raw.pop("secrets", None)
+    return raw
 
 
 @pytest.fixture

@@ -97,7 +97,10 @@ def test_network_mtu_and_overlay(dev_graph: Mocks) -> None:
 def test_services_reserve_gpus_and_use_dnsrr(dev_graph: Mocks) -> None:
     """Master and workers reserve NVIDIA-GPU per node, use dnsrr, one task per node."""
     svcs = {r.inputs["name"]: r.inputs for r in dev_graph.by_type(SERVICE)}
-    assert set(svcs) == {"ds-master", "ds-worker"}
+    assert set(svcs) == {"ds-master", "ds-worker", "ds-net-warmup"}
+    warmup = svcs.pop("ds-net-warmup")
+    assert warmup["mode"] == {"global": True}, "ds-net-warmup must run on every node"
+    assert "resources" not in warmup["taskSpec"], "ds-net-warmup must reserve no GPU"
     for name, s in svcs.items():
         spec = s["taskSpec"]
         gen = spec["resources"]["reservation"]["genericResources"]

@@ -36,11 +36,19 @@ def entry(service: str, slot: int, node: str, address: str, gpus: list[str]) -> 
     }
 
 
-ROSTER = [
+UNORDERED = [
     entry("ds-worker", 2, "gpu-03", "10.0.1.5", ["GPU-c", "GPU-d"]),
     entry("ds-master", 1, "gpu-01", "10.0.1.3", ["GPU-a"]),
     entry("ds-worker", 1, "gpu-02", "10.0.1.4", ["GPU-b"]),
 ]
+
+
+ROSTER = render.order_roster(UNORDERED)
+
+
+def test_order_master_first_then_workers_by_node() -> None:
+    """Node rank order: the master task, then workers by node name."""
+    assert [e["node"] for e in ROSTER] == ["gpu-01", "gpu-02", "gpu-03"]
 
 
 def test_hostfile_master_first_then_workers_by_node() -> None:

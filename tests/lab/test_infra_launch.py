@@ -1,0 +1,162 @@
+"""infra.launch against a lab swarm: the task roster and the launch/stop scripts.
+
+GPU-reserving services are made here with the Docker API (a stand-in workload:
+busybox), then the roster provider reads them and the rendered launch and stop
+scripts run over SSH on the master's host, as the engine runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import pytest
+from docker.types import EndpointSpec, Mount, Placement, Resources, ServiceMode
+
+from infra import render
+from infra.hostops import ssh_run
+from infra.launch import TaskRosterProvider
+from lab import config as c
+from tests.lab.conftest import Lab
+
+pytestmark = pytest.mark.lab
+
+SERVICES = ("t-master", "t-worker")
+
+
+@pytest.fixture(scope="module")
+def services(lab: Lab) -> Iterator[dict[str, Any]]:
+    """A master (1 task) and workers (2 tasks), 1 fake GPU each, dnsrr on an overlay."""
+    client = docker.DockerClient(base_url=f"unix://{lab.paths.host(1).socket}")
+    net = client.networks.create(
+        "t-net", driver="overlay", attachable=True,
+        options={"com.docker.network.driver.mtu": "9000"},
+    )
+    made = []
+    try:
+        # What TrainingServices does first (infra/services.py, warmup_spec): one
+        # plain task per node on the new overlay, without which the GPU tasks
+        # are rejected for good on Docker 20.10.
+        made.append(
+            client.services.create(
+                lab.image, ["tail", "-f", "/dev/null"], name="t-warmup",
+                mode=ServiceMode("global"), networks=[net.id],
+                endpoint_spec=EndpointSpec(mode="dnsrr"),
+            )
+        )
+        _wait_running(client, "t-warmup", lab.hosts)
+        for name, replicas in zip(SERVICES, (1, 2), strict=True):
+            made.append(
+                client.services.create(
+                    lab.image,
+                    ["tail", "-f", "/dev/null"],
+                    name=name,
+                    mode=ServiceMode("replicated", replicas=replicas),
+                    networks=[net.id],
+                    endpoint_spec=EndpointSpec(mode="dnsrr"),
+                    resources=Resources(generic_resources={render.GPU_RESOURCE: 1}),
+                    maxreplicas=1,
+                    mounts=[Mount("/data", str(lab.root / "shared"), type="bind")],
+                )
+            )
+        yield {"network_id": net.id, "client": client}
+    finally:
+        for s in made:
+            s.remove()
+        client.api.remove_network(net.id) if _wait_detached(client, net.id) else None
+
+
+def _wait_running(client: Any, service: str, count: int) -> None:
+    import time
+
+    for _ in range(120):
+        tasks = client.api.tasks(filters={"service": service, "desired-state": "running"})
+        if sum(t["Status"]["State"] == "running" for t in tasks) == count:
+            return
+        time.sleep(1)
+    raise AssertionError(f"{service}: {count} tasks not running after 120 s")
+
+
+def _wait_detached(client: Any, net_id: str) -> bool:
+    import time
+
+    for _ in range(60):
+        if not client.api.inspect_network(net_id).get("Containers"):
+            return True
+        time.sleep(1)
+    return True
+
+
+def roster_props(lab: Lab, network_id: str) -> dict[str, Any]:
+    endpoints = {
+        c.host_name(i): {"url": f"unix://{lab.paths.host(i).socket}"}
+        for i in range(1, lab.hosts + 1)
+    }
+    return {
+        "leader_endpoint": endpoints["lab-h1"], "host_endpoints": endpoints,
+        "services": list(SERVICES), "network_id": network_id, "expected_tasks": 3,
+        "image_ref": lab.image, "timeout_s": 120, "entries": None,
+    }
+
+
+@pytest.fixture(scope="module")
+def roster(lab: Lab, services: dict[str, Any]) -> list[render.RosterEntry]:
+    entries: list[render.RosterEntry] = TaskRosterProvider().create(
+        roster_props(lab, services["network_id"])
+    ).outs["entries"]
+    return entries
+
+
+def test_roster_lists_every_task_master_first(roster: list[render.RosterEntry]) -> None:
+    """The roster has the 3 running tasks, master first, one per node, with overlay IPs."""
+    assert [e["service"] for e in roster] == ["t-master", "t-worker", "t-worker"]
+    assert len({e["node"] for e in roster}) == 3, roster
+    assert all(e["address"] and e["container_id"] for e in roster), roster
+
+
+def test_roster_reads_assigned_gpus(lab: Lab, roster: list[render.RosterEntry]) -> None:
+    """Each task's GPU is one of its own node's fake GPUs, and no GPU is shared."""
+    for e in roster:
+        index = int(e["node"].removeprefix("lab-h"))
+        assert len(e["gpu_uuids"]) == 1, e
+        assert e["gpu_uuids"][0] in c.gpu_uuids(index, lab.gpus), e
+    assert render.duplicate_gpus(roster) == {}
+
+
+def test_roster_refresh_sees_the_same_tasks(
+    lab: Lab, services: dict[str, Any], roster: list[render.RosterEntry]
+) -> None:
+    """Reading again (refresh) gives the same roster and no diff."""
+    p = TaskRosterProvider()
+    props = roster_props(lab, services["network_id"])
+    read = p.read("roster", {**props, "entries": roster})
+    assert read.outs is not None and read.outs["entries"] == roster
+    assert p.diff("roster", read.outs, props).changes is False
+
+
+def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> None:
+    """The launch script hands the hostfile to the master task and starts the
+    launcher as uid 1000, once; the stop script SIGTERMs it and waits for it."""
+    master = roster[0]
+    index = int(master["node"].removeprefix("lab-h"))
+    ssh = {
+        "user": "root", "address": c.host_addr(index), "port": 22,
+        "key_file": str(lab.paths.ssh_key), "known_hosts": str(lab.paths.known_hosts),
+    }
+    hostfile = render.render_hostfile(roster, 1)
+    script = render.launch_script(
+        service="t-master", argv=["sleep", "600"], run_name="lt", hostfile=hostfile,
+        ds_config='{"train_micro_batch_size_per_gpu": 1}', wait_seconds=30,
+    )
+    assert "launch: started" in ssh_run(ssh, script)
+    assert "already running; kept" in ssh_run(ssh, script)
+    ctr = docker.DockerClient(base_url=f"unix://{lab.paths.host(index).socket}").containers.get(
+        master["container_id"]
+    )
+    assert ctr.exec_run(["cat", render.HOSTFILE]).output.decode() == hostfile
+    ps = ctr.exec_run(["ps", "-o", "user,args"]).output.decode()
+    assert any(line.split()[:2] == ["1000", "sleep"] for line in ps.splitlines()), ps
+    out = ssh_run(ssh, render.stop_script(service="t-master", grace_seconds=30, pattern="sleep 600"))
+    assert "stop: training exited" in out, out
+    assert ctr.exec_run(["pgrep", "-f", "sleep 600"]).exit_code != 0
