@@ -606,5 +606,22 @@ def config_reference() -> str:
     return "\n".join(rows) + "\n"
 
 
+README_START, README_END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
+
+
+def readme_with_reference(readme: str) -> str:
+    """README text with the generated table between its markers."""
+    head, _, rest = readme.partition(README_START)
+    _, _, tail = rest.partition(README_END)
+    return f"{head}{README_START}\n{config_reference()}{README_END}{tail}"
+
+
 if __name__ == "__main__":
-    print(config_reference(), end="")
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:] == ["--update-readme"]:
+        path = Path(__file__).resolve().parent.parent / "README.md"
+        path.write_text(readme_with_reference(path.read_text()))
+    else:
+        print(config_reference(), end="")

@@ -118,9 +118,7 @@ def ds_config_json(t: Training) -> str | None:
     return json.dumps(t.ds_config, sort_keys=True, separators=(",", ":"))
 
 
-def order_roster(
-    entries: Iterable[RosterEntry], master: str = MASTER_SERVICE
-) -> list[RosterEntry]:
+def order_roster(entries: Iterable[RosterEntry], master: str = MASTER_SERVICE) -> list[RosterEntry]:
     """Master first, then workers by node name: this order is the node rank."""
     return sorted(entries, key=lambda e: (e["service"] != master, e["node"], e["slot"]))
 

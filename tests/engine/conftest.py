@@ -28,12 +28,18 @@ def project_env() -> dict[str, str]:
     """The environment scripts/env.sh sets up (toolchain on PATH, PULUMI_HOME, ...)."""
     out = subprocess.run(
         ["bash", "-c", f". {ROOT}/scripts/env.sh && env -0"],
-        capture_output=True, check=True,
+        capture_output=True,
+        check=True,
     ).stdout.decode()
     return dict(line.split("=", 1) for line in out.split("\0") if "=" in line)
 
 
-ENGINE_BINARIES = ("pulumi", "pulumi-language-python", "pulumi-resource-docker", "pulumi-resource-command")
+ENGINE_BINARIES = (
+    "pulumi",
+    "pulumi-language-python",
+    "pulumi-resource-docker",
+    "pulumi-resource-command",
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -68,7 +74,9 @@ class Stack:
         (workdir / "state").mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(yaml.safe_dump({"config": config}))
 
-    def pulumi(self, *args: str, check: bool = True, timeout: int = 1500) -> subprocess.CompletedProcess[str]:
+    def pulumi(
+        self, *args: str, check: bool = True, timeout: int = 1500
+    ) -> subprocess.CompletedProcess[str]:
         """Run `pulumi <args>` for this stack; output is kept for assertions."""
         argv = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--cwd", str(ROOT)]
         proc = subprocess.run(
@@ -94,7 +102,9 @@ class Stack:
     def state_text(self) -> str:
         """Every file of the backend, concatenated (for secret-leak greps)."""
         return "\n".join(
-            p.read_text(errors="replace") for p in (self.workdir / "state").rglob("*") if p.is_file()
+            p.read_text(errors="replace")
+            for p in (self.workdir / "state").rglob("*")
+            if p.is_file()
         )
 
     def remove(self) -> None:
@@ -105,8 +115,12 @@ class Stack:
 
 def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lab", *args], cwd=ROOT, capture_output=True, text=True,
-        check=check, timeout=600,
+        [sys.executable, "-m", "lab", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=600,
     )
 
 

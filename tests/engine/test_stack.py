@@ -140,11 +140,15 @@ def test_drift_node_label(deployed: Stack, lab: dict[str, Any]) -> None:
 def test_drift_nic_mtu(deployed: Stack) -> None:
     """A host whose NIC MTU changed is drift on its facts resource, naming the fact."""
     ns = "dsslab-h2"
-    subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "mtu", "9000"], check=True)
+    subprocess.run(
+        ["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "mtu", "9000"], check=True
+    )
     try:
         expect_drift(deployed, "test-engine-facts-lab-h2", "nic_mtu")
     finally:
-        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "mtu", "9100"], check=True)
+        subprocess.run(
+            ["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "mtu", "9100"], check=True
+        )
 
 
 def test_drift_lost_gpu(deployed: Stack) -> None:
@@ -162,17 +166,37 @@ def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
     """A service label added by hand is drift on the service resource."""
     svc = docker_host(lab, 1).services.get("ds-worker")
     subprocess.run(
-        ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", "service", "update", "--detach",
-         "--label-add", "hand=edit", svc.id],
-        check=True, capture_output=True,
+        [
+            "docker",
+            "-H",
+            f"unix://{LAB_ROOT}/h1/docker.sock",
+            "service",
+            "update",
+            "--detach",
+            "--label-add",
+            "hand=edit",
+            svc.id,
+        ],
+        check=True,
+        capture_output=True,
     )
     try:
         expect_drift(deployed, "test-engine-train-worker")
     finally:
         subprocess.run(
-            ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", "service", "update", "--detach",
-             "--label-rm", "hand", svc.id],
-            check=True, capture_output=True,
+            [
+                "docker",
+                "-H",
+                f"unix://{LAB_ROOT}/h1/docker.sock",
+                "service",
+                "update",
+                "--detach",
+                "--label-rm",
+                "hand",
+                svc.id,
+            ],
+            check=True,
+            capture_output=True,
         )
 
 

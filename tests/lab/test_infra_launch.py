@@ -12,7 +12,7 @@ from typing import Any
 
 import docker
 import pytest
-from docker.types import EndpointSpec, Mount, Placement, Resources, ServiceMode
+from docker.types import EndpointSpec, Mount, Resources, ServiceMode
 
 from infra import render
 from infra.hostops import ssh_run
@@ -30,7 +30,9 @@ def services(lab: Lab) -> Iterator[dict[str, Any]]:
     """A master (1 task) and workers (2 tasks), 1 fake GPU each, dnsrr on an overlay."""
     client = docker.DockerClient(base_url=f"unix://{lab.paths.host(1).socket}")
     net = client.networks.create(
-        "t-net", driver="overlay", attachable=True,
+        "t-net",
+        driver="overlay",
+        attachable=True,
         options={"com.docker.network.driver.mtu": "9000"},
     )
     made = []
@@ -40,8 +42,11 @@ def services(lab: Lab) -> Iterator[dict[str, Any]]:
         # are rejected for good on Docker 20.10.
         made.append(
             client.services.create(
-                lab.image, ["tail", "-f", "/dev/null"], name="t-warmup",
-                mode=ServiceMode("global"), networks=[net.id],
+                lab.image,
+                ["tail", "-f", "/dev/null"],
+                name="t-warmup",
+                mode=ServiceMode("global"),
+                networks=[net.id],
                 endpoint_spec=EndpointSpec(mode="dnsrr"),
             )
         )
@@ -94,17 +99,22 @@ def roster_props(lab: Lab, network_id: str) -> dict[str, Any]:
         for i in range(1, lab.hosts + 1)
     }
     return {
-        "leader_endpoint": endpoints["lab-h1"], "host_endpoints": endpoints,
-        "services": list(SERVICES), "network_id": network_id, "expected_tasks": 3,
-        "image_ref": lab.image, "timeout_s": 120, "entries": None,
+        "leader_endpoint": endpoints["lab-h1"],
+        "host_endpoints": endpoints,
+        "services": list(SERVICES),
+        "network_id": network_id,
+        "expected_tasks": 3,
+        "image_ref": lab.image,
+        "timeout_s": 120,
+        "entries": None,
     }
 
 
 @pytest.fixture(scope="module")
 def roster(lab: Lab, services: dict[str, Any]) -> list[render.RosterEntry]:
-    entries: list[render.RosterEntry] = TaskRosterProvider().create(
-        roster_props(lab, services["network_id"])
-    ).outs["entries"]
+    entries: list[render.RosterEntry] = (
+        TaskRosterProvider().create(roster_props(lab, services["network_id"])).outs["entries"]
+    )
     return entries
 
 
@@ -141,13 +151,20 @@ def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> 
     master = roster[0]
     index = int(master["node"].removeprefix("lab-h"))
     ssh = {
-        "user": "root", "address": c.host_addr(index), "port": 22,
-        "key_file": str(lab.paths.ssh_key), "known_hosts": str(lab.paths.known_hosts),
+        "user": "root",
+        "address": c.host_addr(index),
+        "port": 22,
+        "key_file": str(lab.paths.ssh_key),
+        "known_hosts": str(lab.paths.known_hosts),
     }
     hostfile = render.render_hostfile(roster, 1)
     script = render.launch_script(
-        service="t-master", argv=["sleep", "600"], run_name="lt", hostfile=hostfile,
-        ds_config='{"train_micro_batch_size_per_gpu": 1}', wait_seconds=30,
+        service="t-master",
+        argv=["sleep", "600"],
+        run_name="lt",
+        hostfile=hostfile,
+        ds_config='{"train_micro_batch_size_per_gpu": 1}',
+        wait_seconds=30,
     )
     assert "launch: started" in ssh_run(ssh, script)
     assert "already running; kept" in ssh_run(ssh, script)
@@ -157,6 +174,8 @@ def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> 
     assert ctr.exec_run(["cat", render.HOSTFILE]).output.decode() == hostfile
     ps = ctr.exec_run(["ps", "-o", "user,args"]).output.decode()
     assert any(line.split()[:2] == ["1000", "sleep"] for line in ps.splitlines()), ps
-    out = ssh_run(ssh, render.stop_script(service="t-master", grace_seconds=30, pattern="sleep 600"))
+    out = ssh_run(
+        ssh, render.stop_script(service="t-master", grace_seconds=30, pattern="sleep 600")
+    )
     assert "stop: training exited" in out, out
     assert ctr.exec_run(["pgrep", "-f", "sleep 600"]).exit_code != 0

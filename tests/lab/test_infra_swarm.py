@@ -17,18 +17,28 @@ pytestmark = pytest.mark.lab
 def init_props(cfg: Any) -> dict[str, Any]:
     leader = cfg.leader
     return {
-        "host": leader.name, "endpoint": endpoint(leader),
-        "advertise_addr": leader.address, "addr_pool": None, "swarm_id": None,
+        "host": leader.name,
+        "endpoint": endpoint(leader),
+        "advertise_addr": leader.address,
+        "addr_pool": None,
+        "swarm_id": None,
     }
 
 
 def node_props(cfg: Any, name: str, swarm_id: str) -> dict[str, Any]:
     h = next(h for h in cfg.hosts if h.name == name)
     return {
-        "host": h.name, "is_leader": h is cfg.leader, "endpoint": endpoint(h),
-        "leader_endpoint": endpoint(cfg.leader), "leader_addr": cfg.leader.address,
-        "advertise_addr": h.address, "swarm_id": swarm_id, "role": h.role,
-        "availability": "active", "labels": render.node_labels(cfg, h), "node_id": None,
+        "host": h.name,
+        "is_leader": h is cfg.leader,
+        "endpoint": endpoint(h),
+        "leader_endpoint": endpoint(cfg.leader),
+        "leader_addr": cfg.leader.address,
+        "advertise_addr": h.address,
+        "swarm_id": swarm_id,
+        "role": h.role,
+        "availability": "active",
+        "labels": render.node_labels(cfg, h),
+        "node_id": None,
     }
 
 
@@ -50,7 +60,9 @@ def test_nodes_join_with_labels(swarm: dict[str, Any]) -> None:
     assert set(nodes) == {"lab-h1", "lab-h2"}
     assert nodes["lab-h1"]["Spec"]["Labels"]["dss.role"] == "master"
     assert nodes["lab-h2"]["Spec"]["Labels"] == {
-        "dss.role": "worker", "dss.gpus": "2", "dss.gpu-model": "fake-gpu"
+        "dss.role": "worker",
+        "dss.gpus": "2",
+        "dss.gpu-model": "fake-gpu",
     }
     assert nodes["lab-h2"]["Spec"]["Role"] == "worker"
     assert all(n["Status"]["State"] == "ready" for n in nodes.values())

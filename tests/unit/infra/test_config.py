@@ -229,3 +229,14 @@ def test_duration_and_size_units() -> None:
         256 << 20,
         1 << 30,
     ]
+
+
+def test_readme_documents_every_key() -> None:
+    """README's config table is the one generated from the models (no drift)."""
+    from infra.config import readme_with_reference
+    from tests.unit.infra.samples import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    assert readme == readme_with_reference(readme), (
+        "README config table is stale: run `python -m infra.config --update-readme`"
+    )
