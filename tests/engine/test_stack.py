@@ -162,42 +162,20 @@ def test_drift_lost_gpu(deployed: Stack) -> None:
         gpus.write_text(before)
 
 
+def lab_docker(*args: str) -> None:
+    """The docker CLI against the leader lab host (a hand edit, as an operator makes)."""
+    argv = ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", *args]
+    subprocess.run(argv, check=True, capture_output=True)
+
+
 def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
     """A service label added by hand is drift on the service resource."""
     svc = docker_host(lab, 1).services.get("ds-worker")
-    subprocess.run(
-        [
-            "docker",
-            "-H",
-            f"unix://{LAB_ROOT}/h1/docker.sock",
-            "service",
-            "update",
-            "--detach",
-            "--label-add",
-            "hand=edit",
-            svc.id,
-        ],
-        check=True,
-        capture_output=True,
-    )
+    lab_docker("service", "update", "--detach", "--label-add", "hand=edit", svc.id)
     try:
         expect_drift(deployed, "test-engine-train-worker")
     finally:
-        subprocess.run(
-            [
-                "docker",
-                "-H",
-                f"unix://{LAB_ROOT}/h1/docker.sock",
-                "service",
-                "update",
-                "--detach",
-                "--label-rm",
-                "hand",
-                svc.id,
-            ],
-            check=True,
-            capture_output=True,
-        )
+        lab_docker("service", "update", "--detach", "--label-rm", "hand", svc.id)
 
 
 def test_destroy_stops_training_and_cleans_hosts(deployed: Stack, lab: dict[str, Any]) -> None:

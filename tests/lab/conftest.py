@@ -50,6 +50,15 @@ class Lab:
         return p
 
 
+def pinned_service(lab: Lab, svc: str, net: str, host: int) -> None:
+    """A one-task dnsrr service of the test image on `net`, pinned to lab host `host`."""
+    lab.docker(
+        1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr",
+        "--network", net, "--constraint", f"node.hostname=={c.host_name(host)}",
+        lab.image, "sleep", "3600",
+    )  # fmt: skip
+
+
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     while True:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Lab, wait_for
+from conftest import Lab, pinned_service, wait_for
 
 from lab import config as c
 from lab import sysops as s
@@ -29,23 +29,7 @@ def test_too_small_underlay_fails_df_ping(small_mtu_lab: Lab) -> None:
         "com.docker.network.driver.mtu=9000",
         net,
     )
-    lab.docker(
-        1,
-        "service",
-        "create",
-        "-d",
-        "--name",
-        svc,
-        "--endpoint-mode",
-        "dnsrr",
-        "--network",
-        net,
-        "--constraint",
-        f"node.hostname=={c.host_name(2)}",
-        lab.image,
-        "sleep",
-        "3600",
-    )
+    pinned_service(lab, svc, net, 2)
     wait_for(
         lambda: (
             "Running" in lab.docker(1, "service", "ps", svc, "--format", "{{.CurrentState}}").stdout

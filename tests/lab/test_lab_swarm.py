@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import Lab, wait_for
+from conftest import Lab, pinned_service, wait_for
 
 from lab import config as c
 
@@ -138,23 +138,7 @@ def test_overlay_across_hosts_has_expected_mtu(lab: Lab) -> None:
         net,
     )
     try:
-        lab.docker(
-            1,
-            "service",
-            "create",
-            "-d",
-            "--name",
-            svc,
-            "--endpoint-mode",
-            "dnsrr",
-            "--network",
-            net,
-            "--constraint",
-            f"node.hostname=={c.host_name(2)}",
-            lab.image,
-            "sleep",
-            "3600",
-        )
+        pinned_service(lab, svc, net, 2)
         wait_for(
             lambda: any(t["CurrentState"].startswith("Running") for t in _service_tasks(lab, svc)),
             60,
