@@ -15,10 +15,10 @@ say() { echo "[entrypoint] $*" >&2; }
 if [ "$(id -u)" = 0 ]; then
   uid="$(id -u dss)"
   say "started as root: dropping to dss ($uid)"
-  exec setpriv --reuid="$uid" --regid="$uid" --init-groups --reset-env "$0" "$@"
+  HOME=/home/dss USER=dss LOGNAME=dss exec setpriv --reuid="$uid" --regid="$uid" --init-groups \
+    "$0" "$@"
 fi
-export HOME="${HOME:-/home/dss}"
-[ "$HOME" = / ] && export HOME=/home/dss
+if [ -z "${HOME:-}" ] || [ "$HOME" = / ]; then export HOME=/home/dss; fi
 
 port="${DSS_SSH_PORT:-2222}"
 priv="${DSS_SSH_PRIVATE_KEY_FILE:-/run/secrets/ssh_private_key}"
@@ -57,7 +57,7 @@ Host *
   LogLevel ERROR
 CFG
 # Environment for commands started over ssh (pdsh, deepspeed's launcher).
-env | grep -E '^(PATH|PYTHON[A-Z_]*|DS_[A-Z_]+|DSS_[A-Z_]+|NCCL_[A-Z_]+|GLOO_[A-Z_]+|OMP_[A-Z_]+|NVIDIA_[A-Z_]+|CUDA_[A-Z_]+|LD_LIBRARY_PATH|PDSH_RCMD_TYPE)=' \
+env | grep -E '^(PATH|PYTHON[A-Z_]*|DS_[A-Z_]+|DSS_[A-Z_]+|NCCL_[A-Z_]+|GLOO_[A-Z_]+|OMP_[A-Z_]+|NVIDIA_[A-Z_]+|CUDA_[A-Z_]+|LD_LIBRARY_PATH|PDSH_RCMD_TYPE|USE_LIBUV|OPENBLAS_NUM_THREADS)=' \
   | grep -v '_KEY=' > "$HOME/.ssh/environment" || true
 echo "HOME=$HOME" >> "$HOME/.ssh/environment"
 

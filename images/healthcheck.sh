@@ -8,8 +8,11 @@ state="${DSS_SSHD_DIR:-${HOME:-/home/dss}/.sshd}"
 port="${DSS_SSH_PORT:-2222}"
 pid="$(cat "$state/sshd.pid" 2>/dev/null)" || fail "sshd pid file missing"
 kill -0 "$pid" 2>/dev/null || fail "sshd (pid $pid) is not running"
-banner="$(timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && head -c 4 <&3" 2>/dev/null)"
-[ "$banner" = "SSH-" ] || fail "sshd does not answer on port $port"
+# A listening socket on the port (read from /proc: connecting would make sshd log
+# an aborted key exchange every interval).
+hexport="$(printf '%04X' "$port")"
+grep -qE "^ *[0-9]+: [0-9A-F]+:${hexport} [0-9A-F]+:0000 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null \
+  || fail "sshd does not listen on port $port"
 case "${NVIDIA_VISIBLE_DEVICES:-}" in
   ""|void|none) ;;
   *)

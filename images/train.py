@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from dss_train.main import main  # noqa: E402
+from dss_train.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

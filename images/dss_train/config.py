@@ -21,7 +21,8 @@ def load_ds_config(path: str | Path) -> dict[str, Any]:
     try:
         cfg = json.loads(p.read_text())
     except json.JSONDecodeError as e:
-        raise DssError(f"ds_config {p} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        raise DssError(f"ds_config {p} is not valid JSON: {e.msg} at line {e.lineno} "
+                       f"column {e.colno}") from None
     if not isinstance(cfg, dict):
         raise DssError(f"ds_config {p} must be a JSON object, got {type(cfg).__name__}")
     return cfg

@@ -35,7 +35,8 @@ class SyntheticCorpus:
             out[t + 1] = min(int(np.searchsorted(self._cdf[out[t]], u[t])), self.vocab - 1)
         return torch.from_numpy(out)
 
-    def batch(self, step: int, micro: int, rank: int, world: int, ga: int, mbs: int) -> torch.Tensor:
+    def batch(self, step: int, micro: int, rank: int, world: int, ga: int,
+              mbs: int) -> torch.Tensor:
         """The micro batch of (1-based) optimizer step `step`, micro step `micro`, rank `rank`."""
         first = (((step - 1) * ga + micro) * world + rank) * mbs
         return torch.stack([self.sample(first + i) for i in range(mbs)])

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from . import DssError
 

@@ -20,7 +20,13 @@ from typing import Any
 
 from . import DssError
 from . import checkpoints as ck
-from .config import apply_overrides, check_world_size, load_ds_config, parse_hostfile, validate_ds_config
+from .config import (
+    apply_overrides,
+    check_world_size,
+    load_ds_config,
+    parse_hostfile,
+    validate_ds_config,
+)
 from .launch import needs_master_wait, read_dist_env, wait_for_master
 
 HERE = Path(__file__).resolve().parent.parent
@@ -34,7 +40,8 @@ def _env(name: str, default: str) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="train.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", default=_env("DSS_RUN", "default"), help="run name (folders under data dir)")
+    p.add_argument("--run", default=_env("DSS_RUN", "default"),
+                   help="run name (folders under data dir)")
     p.add_argument("--steps", type=int, default=int(_env("DSS_STEPS", "200")),
                    help="train until this optimizer step")
     p.add_argument("--ckpt-every", type=int, default=int(_env("DSS_CKPT_EVERY", "10")))
@@ -70,7 +77,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def setup_logging(log_dir: Path, rank: int) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     fh = logging.FileHandler(log_dir / f"rank{rank}.log")
-    fh.setFormatter(logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(name)s: %(message)s"))
+    fh.setFormatter(logging.Formatter(
+        f"%(asctime)s rank{rank} %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(fh)
     root.setLevel(logging.INFO)
@@ -96,6 +104,36 @@ def _skip_unbuildable_shm_op(acc: Any) -> None:
         log.info("shm_comm op not pre-built and no ninja: skipping it")
 
 
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines of steps after `step` (they are about to be redone)."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(f"{line}\n" for line in keep))
+    os.replace(tmp, path)
+
+
+def _classic_tcpstore_without_libuv() -> None:
+    """Debian's torch has no libuv, but the TCPStore that env:// rendezvous makes under
+    torchrun (agent store) asks for it by default. With USE_LIBUV=0 default to the
+    classic store (see also the image's torchrun wrapper)."""
+    if os.environ.get("USE_LIBUV", "1") != "0":
+        return
+    import torch.distributed.rendezvous  # noqa: F401 - the name is shadowed by a function
+
+    rdzv = sys.modules["torch.distributed.rendezvous"]
+    base = rdzv.TCPStore
+
+    class TCPStore(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("use_libuv", False)
+            super().__init__(*args, **kwargs)
+
+    rdzv.TCPStore = TCPStore  # type: ignore[misc]
+
+
 class StopFlag:
     def __init__(self) -> None:
         self.signum = 0
@@ -113,7 +151,8 @@ def train(args: argparse.Namespace) -> int:
         if not hf.is_file():
             raise DssError(f"hostfile not found: {hf}")
         check_world_size(parse_hostfile(hf.read_text(), str(hf)), dist_env.world_size, str(hf))
-    cfg = validate_ds_config(apply_overrides(load_ds_config(args.ds_config), args.zero_stage, args.lr),
+    cfg = validate_ds_config(apply_overrides(load_ds_config(args.ds_config), args.zero_stage,
+                                             args.lr),
                              dist_env.world_size, args.ds_config)
     stop = StopFlag()  # before the slow imports, so an early SIGTERM is not lost
 
@@ -127,11 +166,15 @@ def train(args: argparse.Namespace) -> int:
     if "RANK" not in os.environ:  # single process: give torch.distributed an env
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29500"))
+    os.environ.setdefault("LOCAL_RANK", str(dist_env.local_rank))  # DeepSpeed insists on it
     # Debian's torch has no libuv; the classic TCPStore works with every build.
     os.environ.setdefault("USE_LIBUV", "0")
     if needs_master_wait(os.environ, dist_env):
         wait_for_master(dist_env.master_addr, dist_env.master_port, args.master_timeout)
 
+    # OpenBLAS' own threads fight torch's (measured 10x slower GEMMs on a busy host):
+    # torch's intra-op threads do the parallel work, BLAS runs single-threaded.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import deepspeed
     import torch
     import torch.distributed as dist
@@ -145,11 +188,12 @@ def train(args: argparse.Namespace) -> int:
     if acc.device_name() == "cpu":
         torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // local_world))
     _skip_unbuildable_shm_op(acc)
+    _classic_tcpstore_without_libuv()
     try:
         deepspeed.init_distributed(dist_backend=acc.communication_backend_name(),
                                    auto_mpi_discovery=False,
                                    timeout=timedelta(seconds=args.master_timeout))
-    except Exception as e:  # noqa: BLE001 - name the cause in one line
+    except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DssError(f"could not join the process group at {dist_env.master_addr}:"
                        f"{dist_env.master_port} (rank {dist_env.rank}/{dist_env.world_size}, "
@@ -179,8 +223,12 @@ def train(args: argparse.Namespace) -> int:
     start = 0
     if choice[0] is not None:
         step0, tag = choice[0]
-        _, client = engine.load_checkpoint(str(ckpt_root), tag=tag)
+        path, client = engine.load_checkpoint(str(ckpt_root), tag=tag)
+        if path is None:
+            raise DssError(f"could not load checkpoint {ckpt_root / tag}")
         start = int((client or {}).get("step", step0))
+        if rank == 0:
+            _truncate_metrics(log_dir / "metrics.jsonl", start)
         log.info("resumed from %s at step %d", tag, start)
         if rank == 0:
             print(f"[dss-train] resumed from {ckpt_root / tag}, next step {start + 1}", flush=True)
@@ -193,7 +241,8 @@ def train(args: argparse.Namespace) -> int:
 
     def save(step: int) -> None:
         tag = ck.tag_for_step(step)
-        engine.save_checkpoint(str(ckpt_root), tag=tag, client_state={"step": step, "run": args.run},
+        engine.save_checkpoint(str(ckpt_root), tag=tag,
+                               client_state={"step": step, "run": args.run},
                                save_latest=False)
         dist.barrier()
         if rank == 0:
@@ -206,7 +255,6 @@ def train(args: argparse.Namespace) -> int:
 
     engine.train()
     step = start
-    last_saved = start
     tokens_per_sample = args.seq_len
     while step < args.steps:
         step += 1
@@ -219,14 +267,16 @@ def train(args: argparse.Namespace) -> int:
             engine.step()
             loss_sum += float(loss.detach())
         # One collective per step: mean loss over ranks, and whether any rank was told to stop.
-        t = torch.tensor([loss_sum / ga, float(stop.signum != 0)], dtype=torch.float64)
+        t = torch.tensor([loss_sum / ga, float(stop.signum != 0)], dtype=torch.float64,
+                         device=device)
         dist.all_reduce(t)
         loss_avg, stopping = t[0].item() / world, t[1].item() > 0
         dt = time.perf_counter() - t0
         samples = mbs * ga * world
         if metrics is not None:
             lr = engine.get_lr()[0] if engine.get_lr() else 0.0
-            rec = {"step": step, "loss": round(loss_avg, 6), "lr": lr, "samples_per_s": samples / dt,
+            rec = {"step": step, "loss": round(loss_avg, 6), "lr": lr,
+                   "samples_per_s": samples / dt,
                    "tokens_per_s": samples * tokens_per_sample / dt, "step_time_s": dt,
                    "world_size": world, "time": time.time()}
             metrics.write(json.dumps(rec) + "\n")
@@ -237,15 +287,14 @@ def train(args: argparse.Namespace) -> int:
         log.info("step %d loss %.6f %.3fs", step, loss_avg, dt)
         if stopping or step % args.ckpt_every == 0 or step == args.steps:
             save(step)
-            last_saved = step
         if stopping:
             log.info("stop requested (signal): checkpoint saved at step %d, exiting", step)
             if rank == 0:
-                print(f"[dss-train] stopped by signal after step {step}; checkpoint saved", flush=True)
+                print(f"[dss-train] stopped by signal after step {step}; checkpoint saved",
+                      flush=True)
             break
         if args.step_sleep:
             time.sleep(args.step_sleep)
-    assert last_saved == step or step == start
     if metrics is not None:
         metrics.close()
     dist.barrier()

@@ -16,7 +16,7 @@ LR = "1e-3"  # the default 1e-4 learns too slowly to see in a few dozen CPU step
 
 def torchrun(node_rank: int, run: str, *extra: str) -> list[str]:
     return ["torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node_rank),
-            "--master_addr", "n0", "--master_port", "29500",
+            "--master_addr", "ref0", "--master_port", "29500",
             "train.py", "--run", run, "--steps", str(STEPS), "--lr", LR, *extra]
 
 
