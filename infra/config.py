@@ -230,6 +230,8 @@ class Image(_Model):
     the image is built on every host instead."""
     build_host: str = "unix:///var/run/docker.sock"
     """Docker endpoint that builds (and pushes) the image. Default the local engine."""
+    builder: Literal["BuilderV1", "BuilderBuildKit"] = "BuilderBuildKit"
+    """Docker builder the provider asks the engine for. Default BuildKit."""
 
 
 class Mount(_Model):

@@ -188,6 +188,8 @@ def launch_argv(
         argv += ["--no_ssh", f"--node_rank={0 if node_rank is None else node_rank}"]
     else:
         argv.append(f"--launcher={t.launch_mode}")
+        # The tasks' sshd listens on sshd_port (non-root), not 22.
+        argv.append(f"--ssh_port={t.sshd_port}")
         # The hostfile says where; the launcher must not trim it to the local node.
         argv.append(f"--num_nodes={nnodes}")
     return [*argv, *script]
@@ -233,7 +235,7 @@ def launch_script(
     )
     cmd = shlex.join(argv)
     log = f"/data/logs/{run_name}/launcher.log"
-    inner = f"mkdir -p /data/logs/{run_name} && cd /data && exec {cmd} >>{log} 2>&1"
+    inner = f"mkdir -p /data/logs/{run_name} && cd {IMAGE_HOME} && exec {cmd} >>{log} 2>&1"
     return f"""set -eu
 svc={shlex.quote(service)}
 health_fmt='{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}'

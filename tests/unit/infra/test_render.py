@@ -88,6 +88,7 @@ def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
         "--master_addr=10.0.1.3",
         "--master_port=29500",
         "--launcher=pdsh",
+        "--ssh_port=2222",
         "--num_nodes=3",
         "/opt/dss/train.py",
         "--run",
