@@ -16,8 +16,9 @@ from infra.config import Host, StackConfig, Training
 
 # Where things live inside the training image (images/Dockerfile).
 IMAGE_HOME = "/opt/dss"
-HOSTFILE = "/tmp/dss/hostfile"
-DS_CONFIG_INLINE = "/tmp/dss/ds_config.json"
+# Launch files live on the shared /data: pdsh starts ranks on the workers, whose
+# train.py checks its world size against the same hostfile.
+LAUNCH_DIR = "/data/.dss"
 SECRETS_DIR = "/run/secrets"
 SSH_PRIVATE_KEY_FILE = "ssh_private_key"
 SSH_PUBLIC_KEY_FILE = "ssh_public_key"
@@ -106,9 +107,17 @@ def training_env(cfg: StackConfig) -> dict[str, str]:
     return {**env, **t.env}
 
 
+def hostfile_path(t: Training) -> str:
+    """The run's hostfile, on the shared file system."""
+    return f"{LAUNCH_DIR}/{t.run_name}/hostfile"
+
+
 def ds_config_path(t: Training) -> str:
-    """Path of the DeepSpeed config inside the task."""
-    return t.ds_config if isinstance(t.ds_config, str) else DS_CONFIG_INLINE
+    """Path of the DeepSpeed config inside the task (an inline one is written beside
+    the hostfile)."""
+    if isinstance(t.ds_config, str):
+        return t.ds_config
+    return f"{LAUNCH_DIR}/{t.run_name}/ds_config.json"
 
 
 def ds_config_json(t: Training) -> str | None:
@@ -180,7 +189,7 @@ def launch_argv(
         ]
     argv = [
         "deepspeed",
-        f"--hostfile={HOSTFILE}",
+        f"--hostfile={hostfile_path(t)}",
         f"--master_addr={master_addr}",
         f"--master_port={t.master_port}",
     ]
@@ -207,7 +216,7 @@ def _train_args(t: Training) -> list[str]:
         ds_config_path(t),
         # train.py checks its world size against the hostfile, by name.
         "--hostfile",
-        HOSTFILE,
+        hostfile_path(t),
         *t.args,
     ]
 
@@ -220,14 +229,15 @@ def launch_script(
     hostfile: str,
     ds_config: str | None,
     wait_seconds: int = 300,
+    workdir: str = IMAGE_HOME,
 ) -> str:
     """Shell run over SSH on a task's host: find the task's container, wait until it
     is healthy, hand it the hostfile (and inline ds_config), start the launcher
     detached as the training user. Idempotent: an already-running launch is kept.
     """
-    files = [(HOSTFILE, hostfile)]
+    files = [(f"{LAUNCH_DIR}/{run_name}/hostfile", hostfile)]
     if ds_config is not None:
-        files.append((DS_CONFIG_INLINE, ds_config))
+        files.append((f"{LAUNCH_DIR}/{run_name}/ds_config.json", ds_config))
     writes = "\n".join(
         f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
         f"sh -c {shlex.quote(f'mkdir -p $(dirname {path}) && cat > {path}')}"
@@ -235,7 +245,7 @@ def launch_script(
     )
     cmd = shlex.join(argv)
     log = f"/data/logs/{run_name}/launcher.log"
-    inner = f"mkdir -p /data/logs/{run_name} && cd {IMAGE_HOME} && exec {cmd} >>{log} 2>&1"
+    inner = f"mkdir -p /data/logs/{run_name} && cd {workdir} && exec {cmd} >>{log} 2>&1"
     return f"""set -eu
 svc={shlex.quote(service)}
 health_fmt='{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}'

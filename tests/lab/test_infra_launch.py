@@ -165,13 +165,14 @@ def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> 
         hostfile=hostfile,
         ds_config='{"train_micro_batch_size_per_gpu": 1}',
         wait_seconds=30,
+        workdir="/data",  # the stand-in image has no /opt/dss
     )
     assert "launch: started" in ssh_run(ssh, script)
     assert "already running; kept" in ssh_run(ssh, script)
     ctr = docker.DockerClient(base_url=f"unix://{lab.paths.host(index).socket}").containers.get(
         master["container_id"]
     )
-    assert ctr.exec_run(["cat", render.HOSTFILE]).output.decode() == hostfile
+    assert ctr.exec_run(["cat", "/data/.dss/lt/hostfile"]).output.decode() == hostfile
     ps = ctr.exec_run(["ps", "-o", "user,args"]).output.decode()
     assert any(line.split()[:2] == ["1000", "sleep"] for line in ps.splitlines()), ps
     out = ssh_run(

@@ -156,7 +156,7 @@ def test_launch_is_delete_before_replace_pdsh(dev_graph: Mocks) -> None:
     cmds = dev_graph.by_type("command:remote:Command")
     assert [c.name for c in cmds] == ["unit-launch-run"]
     create = cmds[0].inputs["create"]
-    assert "--launcher=pdsh" in create and "--hostfile=/tmp/dss/hostfile" in create
+    assert "--launcher=pdsh" in create and "--hostfile=/data/.dss/dev/hostfile" in create
     conn = cmds[0].inputs["connection"]
     # The connection (it holds the SSH key) reaches the engine wrapped as a secret.
     assert conn.get(SECRET_SIG) == SECRET_VALUE_SIG, f"{cmds[0].name}: connection is not secret"

@@ -84,7 +84,7 @@ def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
     cfg = parse_stack_config(raw)
     assert render.launch_argv(cfg, "10.0.1.3", 3) == [
         "deepspeed",
-        "--hostfile=/tmp/dss/hostfile",
+        "--hostfile=/data/.dss/run/hostfile",
         "--master_addr=10.0.1.3",
         "--master_port=29500",
         "--launcher=pdsh",
@@ -100,7 +100,7 @@ def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
         "--ds-config",
         "/opt/dss/ds_config.json",
         "--hostfile",
-        "/tmp/dss/hostfile",
+        "/data/.dss/run/hostfile",
     ]
 
 

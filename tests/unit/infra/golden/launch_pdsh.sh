@@ -17,11 +17,11 @@ fi
 printf %s '10.0.1.3 slots=8
 10.0.1.4 slots=8
 10.0.1.5 slots=8
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /tmp/dss/hostfile) && cat > /tmp/dss/hostfile'
-printf %s '{"train_micro_batch_size_per_gpu":1}' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /tmp/dss/ds_config.json) && cat > /tmp/dss/ds_config.json'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/hostfile) && cat > /data/.dss/run/hostfile'
+printf %s '{"train_micro_batch_size_per_gpu":1}' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/ds_config.json) && cat > /data/.dss/run/ds_config.json'
 if docker exec "$ctr" pgrep -f deepspeed >/dev/null 2>&1; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
 fi
-docker exec -d -u 1000 "$ctr" sh -c 'mkdir -p /data/logs/run && cd /opt/dss && exec deepspeed --hostfile=/tmp/dss/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /tmp/dss/hostfile >>/data/logs/run/launcher.log 2>&1'
+docker exec -d -u 1000 "$ctr" sh -c 'mkdir -p /data/logs/run && cd /opt/dss && exec deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1'
 echo "launch: started on $(hostname) in $ctr"
