@@ -27,7 +27,6 @@ from docker.types import (
     EndpointSpec,
     Healthcheck,
     Mount,
-    Placement,
     Resources,
     SecretReference,
     ServiceMode,
