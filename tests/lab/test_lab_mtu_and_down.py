@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Lab, pinned_service, wait_for
 
 from lab import config as c
 from lab import sysops as s
+from tests.lab.conftest import Lab, pinned_service, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 

@@ -10,9 +10,9 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import Lab, pinned_service, wait_for
 
 from lab import config as c
+from tests.lab.conftest import Lab, pinned_service, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
