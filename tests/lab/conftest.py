@@ -50,6 +50,24 @@ class Lab:
         return p
 
 
+def overlay_9000(lab: Lab, net: str) -> None:
+    """An attachable overlay with MTU 9000, made on lab host 1."""
+    lab.docker(
+        1, "network", "create", "-d", "overlay", "--attachable",
+        "--opt", "com.docker.network.driver.mtu=9000", net,
+    )  # fmt: skip
+
+
+def df_ping(
+    lab: Lab, net: str, target: str, size: int, count: int, wait: int
+) -> subprocess.CompletedProcess[str]:
+    """From a fresh container on host 1: ping `target` with DF set and `size` bytes."""
+    return lab.docker(
+        1, "run", "--rm", "--network", net, lab.image, "/bin/ping", "-c", str(count),
+        "-W", str(wait), "-M", "do", "-s", str(size), target, check=False,
+    )  # fmt: skip
+
+
 def pinned_service(lab: Lab, svc: str, net: str, host: int) -> None:
     """A one-task dnsrr service of the test image on `net`, pinned to lab host `host`."""
     lab.docker(

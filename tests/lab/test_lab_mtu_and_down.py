@@ -10,7 +10,7 @@ import pytest
 
 from lab import config as c
 from lab import sysops as s
-from tests.lab.conftest import Lab, pinned_service, wait_for
+from tests.lab.conftest import Lab, df_ping, overlay_9000, pinned_service, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -18,17 +18,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 def test_too_small_underlay_fails_df_ping(small_mtu_lab: Lab) -> None:
     """Over a 1500-byte underlay, an mtu-9000 overlay drops 8922-byte DF pings across hosts."""
     lab, net, svc = small_mtu_lab, "ov-small", "small-target"
-    lab.docker(
-        1,
-        "network",
-        "create",
-        "-d",
-        "overlay",
-        "--attachable",
-        "--opt",
-        "com.docker.network.driver.mtu=9000",
-        net,
-    )
+    overlay_9000(lab, net)
     pinned_service(lab, svc, net, 2)
     wait_for(
         lambda: (
@@ -37,45 +27,9 @@ def test_too_small_underlay_fails_df_ping(small_mtu_lab: Lab) -> None:
         60,
         f"service {svc} on lab-h2",
     )
-    small = lab.docker(
-        1,
-        "run",
-        "--rm",
-        "--network",
-        net,
-        lab.image,
-        "/bin/ping",
-        "-c",
-        "1",
-        "-W",
-        "5",
-        "-M",
-        "do",
-        "-s",
-        "1000",
-        f"tasks.{svc}",
-        check=False,
-    )
+    small = df_ping(lab, net, f"tasks.{svc}", 1000, 1, 5)
     assert small.returncode == 0, f"lab-h1 -> {svc}: 1000-byte ping failed: {small.stdout}"
-    big = lab.docker(
-        1,
-        "run",
-        "--rm",
-        "--network",
-        net,
-        lab.image,
-        "/bin/ping",
-        "-c",
-        "2",
-        "-W",
-        "3",
-        "-M",
-        "do",
-        "-s",
-        "8922",
-        f"tasks.{svc}",
-        check=False,
-    )
+    big = df_ping(lab, net, f"tasks.{svc}", 8922, 2, 3)
     assert big.returncode != 0, f"lab-h1 -> {svc}: 8922-byte DF ping passed a 1500 underlay"
 
 

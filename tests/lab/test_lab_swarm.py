@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lab import config as c
-from tests.lab.conftest import Lab, pinned_service, wait_for
+from tests.lab.conftest import Lab, overlay_9000, pinned_service, wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -126,17 +126,7 @@ def _assigned_gpus(lab: Lab, service: str) -> tuple[str, list[str]]:
 def test_overlay_across_hosts_has_expected_mtu(lab: Lab) -> None:
     """A container on h1 pings one on h2 over an mtu-9000 overlay with DF and 8922 bytes."""
     net, svc = "ov9000", "mtu-target"
-    lab.docker(
-        1,
-        "network",
-        "create",
-        "-d",
-        "overlay",
-        "--attachable",
-        "--opt",
-        "com.docker.network.driver.mtu=9000",
-        net,
-    )
+    overlay_9000(lab, net)
     try:
         pinned_service(lab, svc, net, 2)
         wait_for(
