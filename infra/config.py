@@ -269,10 +269,10 @@ class Training(_Model):
 
     launcher: Literal["deepspeed", "torchrun"] = "deepspeed"
     """Launcher. Default `deepspeed`."""
-    launch_mode: Literal["pdsh", "openmpi", "no_ssh"] = "pdsh"
-    """How the deepspeed launcher reaches the workers: `pdsh` or `openmpi` over SSH
-    from the master, or `no_ssh` (one launcher per node with its node rank; torchrun
-    always runs this way). Default `pdsh`."""
+    launch_mode: Literal["pdsh", "no_ssh"] = "pdsh"
+    """How the deepspeed launcher reaches the workers: `pdsh` over SSH from the
+    master, or `no_ssh` (one launcher per node with its node rank; torchrun always
+    runs this way). Default `pdsh`. (No OpenMPI: the image ships no mpirun.)"""
     script: str = "/opt/dss/train.py"
     """Training script inside the image. Default `/opt/dss/train.py`."""
     args: list[str] = []
@@ -287,7 +287,7 @@ class Training(_Model):
     master_port: Port = 29500
     """torch.distributed rendezvous port on the master. Default 29500."""
     sshd_port: Port = 2222
-    """Port of the tasks' sshd (pdsh/openmpi). Default 2222."""
+    """Port of the tasks' sshd (pdsh). Default 2222."""
     env: dict[str, str] = {}
     """Extra environment (NCCL_*, ...). Default none."""
     data_dir: str = "/data"

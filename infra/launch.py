@@ -193,7 +193,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         grace = duration_seconds(t.stop_grace_period)
         nnodes = len(cfg.hosts)
         ssh_launch = t.launcher == "deepspeed" and t.launch_mode != "no_ssh"
-        # pdsh/openmpi: one launcher on the master reaches every node over SSH.
+        # pdsh: one launcher on the master reaches every node over SSH.
         # no_ssh/torchrun: one launcher per node, each told its node rank.
         targets = (
             [(cfg.master, render.MASTER_SERVICE, None)]

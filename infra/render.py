@@ -170,7 +170,7 @@ def launch_argv(
 ) -> list[str]:
     """The launcher command line run inside a task.
 
-    `node_rank` is None for the single SSH-based launch on the master (pdsh/openmpi),
+    `node_rank` is None for the single SSH-based launch on the master (pdsh),
     and the node's rank for SSH-less launches (one per node).
     """
     t = cfg.training

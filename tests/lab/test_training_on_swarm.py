@@ -211,7 +211,12 @@ def test_pdsh_launch_trains_and_sigterm_checkpoints(
     while time.monotonic() < deadline and len(steps) < 12:
         time.sleep(5)
         if metrics.exists():
+            seen = len(steps)
             steps = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
+            for rec in steps[seen:]:  # progress, for `scripts/dev --no-engine` (pytest -s)
+                print(
+                    f"step {rec['step']}: loss {rec['loss']:.4f}, {rec['samples_per_s']:.1f} samples/s"
+                )
     launcher_log = shared / "logs" / RUN / "launcher.log"
     tail = launcher_log.read_text()[-3000:] if launcher_log.exists() else "(no launcher log)"
     assert len(steps) >= 12, f"{len(steps)} steps logged in 900 s; launcher log:\n{tail}"
