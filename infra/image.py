@@ -53,7 +53,7 @@ class TrainingImage(pulumi.ComponentResource):
             context=img.context,
             dockerfile=f"{img.context}/{img.dockerfile}",
             args=img.build_args,
-            builder_version=img.builder,
+            builder_version=docker.BuilderVersion(img.builder),
             platform="linux/amd64",
         )
         if img.registry:

@@ -213,10 +213,10 @@ def test_pdsh_launch_trains_and_sigterm_checkpoints(
         if metrics.exists():
             seen = len(steps)
             steps = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
-            for rec in steps[seen:]:  # progress, for `scripts/dev --no-engine` (pytest -s)
-                print(
-                    f"step {rec['step']}: loss {rec['loss']:.4f}, {rec['samples_per_s']:.1f} samples/s"
-                )
+            # Progress, for `scripts/dev --no-engine` (pytest -s).
+            for rec in steps[seen:]:
+                loss, rate = rec["loss"], rec["samples_per_s"]
+                print(f"step {rec['step']}: loss {loss:.4f}, {rate:.1f} samples/s")
     launcher_log = shared / "logs" / RUN / "launcher.log"
     tail = launcher_log.read_text()[-3000:] if launcher_log.exists() else "(no launcher log)"
     assert len(steps) >= 12, f"{len(steps)} steps logged in 900 s; launcher log:\n{tail}"
