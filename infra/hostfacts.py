@@ -31,14 +31,23 @@ if command -v nvidia-smi >/dev/null 2>&1; then
     while IFS=', ' read -r uuid drv; do echo "gpu=$uuid"; echo "driver=$drv"; done
 fi
 echo "docker=$(docker version --format '{{{{.Server.Version}}}}' 2>/dev/null || true)"
+echo "default_runtime=$(docker info --format '{{{{.DefaultRuntime}}}}' 2>/dev/null || true)"
+echo "swarm_resource=$(sed -n 's/^swarm-resource *= *"\(.*\)"/\1/p' \
+  /etc/nvidia-container-runtime/config.toml 2>/dev/null | head -n1)"
 """
+# What the NVIDIA container runtime must read a task's GPUs from: Swarm puts the
+# assigned generic resources in this variable; without it every task sees every GPU.
+SWARM_RESOURCE = "DOCKER_RESOURCE_NVIDIA-GPU"
 
 
 def parse_facts(text: str) -> dict[str, Any]:
     """Parse FACTS_SCRIPT output into observed facts."""
     gpus: list[str] = []
     drivers: set[str] = set()
-    out: dict[str, Any] = {"hostname": "", "nic_mtu": 0, "docker_version": ""}
+    out: dict[str, Any] = {
+        "hostname": "", "nic_mtu": 0, "docker_version": "", "default_runtime": "",
+        "swarm_resource": "",
+    }  # fmt: skip
     for line in text.splitlines():
         key, _, value = line.partition("=")
         value = value.strip()
@@ -52,6 +61,8 @@ def parse_facts(text: str) -> dict[str, Any]:
             drivers.add(value)
         elif key == "docker":
             out["docker_version"] = value
+        elif key in ("default_runtime", "swarm_resource"):
+            out[key] = value
     out["gpu_uuids"] = sorted(gpus)
     out["driver_version"] = min(drivers, key=version_tuple) if drivers else ""
     return out
@@ -73,6 +84,8 @@ def expected_facts(cfg: StackConfig, host: Host) -> dict[str, Any]:
         exp["gpu_uuids"] = sorted(host.gpus.uuids)
     if host.gpus.count:
         exp["driver_meets_minimum"] = True
+        if cfg.preflight.require_gpu_isolation:
+            exp["gpu_isolation"] = True
     return exp
 
 
@@ -88,6 +101,11 @@ def compare(expected: dict[str, Any], observed: dict[str, Any], min_driver: str)
     if "driver_meets_minimum" in expected:
         drv = observed["driver_version"]
         seen["driver_meets_minimum"] = bool(drv) and version_tuple(drv) >= version_tuple(min_driver)
+    if "gpu_isolation" in expected:
+        seen["gpu_isolation"] = (
+            observed.get("default_runtime") == "nvidia"
+            and observed.get("swarm_resource") == SWARM_RESOURCE
+        )
     return seen
 
 
@@ -109,6 +127,13 @@ def mismatches(
             out.append(
                 f"host {host}: NVIDIA driver {observed['driver_version'] or 'missing'} is older "
                 f"than preflight.min_driver_version {min_driver}"
+            )
+        elif key == "gpu_isolation":
+            out.append(
+                f"host {host}: tasks would see every GPU: the Docker default runtime is "
+                f"{observed.get('default_runtime') or 'unknown'!r} (needs 'nvidia') and "
+                f"/etc/nvidia-container-runtime/config.toml sets swarm-resource to "
+                f"{observed.get('swarm_resource') or 'nothing'!r} (needs {SWARM_RESOURCE!r})"
             )
         elif key == "nic_mtu":
             small = " (too small for the overlay)" if int(got or 0) < needed_mtu else ""

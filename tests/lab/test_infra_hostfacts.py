@@ -93,3 +93,10 @@ def test_refresh_names_a_changed_mtu(bare_lab: Lab, dev_cfg: Any) -> None:
             p.update("facts-lab-h2", read.outs, want)
     finally:
         subprocess.run([*ns, "9100"], check=True)
+
+
+def test_preflight_requires_gpu_isolation(bare_lab: Lab, dev_cfg: Any) -> None:
+    """Where isolation is required, a host whose engine cannot isolate GPUs (the lab's
+    runc) stops the deployment, saying what to configure."""
+    with pytest.raises(Exception, match=r"host lab-h1: tasks would see every GPU: .*'runc'"):
+        HostFactsProvider().create(props(dev_cfg, "lab-h1", gpu_isolation=True))

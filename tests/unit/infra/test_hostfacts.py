@@ -15,6 +15,8 @@ driver=550.54.15
 gpu=GPU-a
 driver=550.54.15
 docker=27.3.1
+default_runtime=nvidia
+swarm_resource=DOCKER_RESOURCE_NVIDIA-GPU
 """
 
 
@@ -26,6 +28,8 @@ def test_parse_facts() -> None:
         "docker_version": "27.3.1",
         "gpu_uuids": ["GPU-a", "GPU-b"],
         "driver_version": "550.54.15",
+        "default_runtime": "nvidia",
+        "swarm_resource": "DOCKER_RESOURCE_NVIDIA-GPU",
     }
 
 
@@ -85,4 +89,27 @@ def test_pinned_uuids_compared() -> None:
     assert seen["gpu_uuids"] == ["GPU-a", "GPU-b"]
     assert mismatches("gpu-01", expected, seen, observed, "535.0", 9050) == [
         "host gpu-01: gpu_uuids is ['GPU-a', 'GPU-b'], config says ['GPU-a', 'GPU-z']"
+    ]
+
+
+def test_gpu_isolation_ok() -> None:
+    """The NVIDIA default runtime reading Swarm's assignment isolates GPUs: no drift."""
+    expected = {"hostname": "gpu-01", "gpu_count": 2, "nic_mtu": 9100, "gpu_isolation": True}
+    observed = parse_facts(REPORT)
+    seen = compare(expected, observed, "535.0")
+    assert mismatches("gpu-01", expected, seen, observed, "535.0", 9050) == []
+
+
+def test_gpu_isolation_missing_is_named() -> None:
+    """runc as default runtime means every task sees every GPU: preflight says why."""
+    expected = {"hostname": "gpu-01", "gpu_count": 2, "nic_mtu": 9100, "gpu_isolation": True}
+    report = REPORT.replace("default_runtime=nvidia", "default_runtime=runc").replace(
+        "swarm_resource=DOCKER_RESOURCE_NVIDIA-GPU", "swarm_resource="
+    )
+    observed = parse_facts(report)
+    seen = compare(expected, observed, "535.0")
+    assert mismatches("gpu-01", expected, seen, observed, "535.0", 9050) == [
+        "host gpu-01: tasks would see every GPU: the Docker default runtime is 'runc' (needs "
+        "'nvidia') and /etc/nvidia-container-runtime/config.toml sets swarm-resource to "
+        "'nothing' (needs 'DOCKER_RESOURCE_NVIDIA-GPU')"
     ]
