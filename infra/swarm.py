@@ -113,13 +113,18 @@ class SwarmNodeProvider(ResourceProvider):
         client = docker_client(props["endpoint"])
         state = _swarm_state(client)
         if state.get("LocalNodeState") == "active":
-            if state.get("Cluster", {}).get("ID") not in (None, props["swarm_id"]):
-                raise Exception(
-                    f"swarm join: {props['host']} is in another swarm "
-                    f"({state['Cluster']['ID']}); run `docker swarm leave` on it first"
-                )
-            if state.get("Cluster", {}).get("ID") == props["swarm_id"] or state.get("NodeID"):
-                return  # already a member of this swarm: adopt
+            cluster = (state.get("Cluster") or {}).get("ID")
+            if cluster is None:
+                # A worker does not see its cluster id: it is ours if the leader knows it.
+                leader = docker_client(props["leader_endpoint"])
+                if any(n.id == state.get("NodeID") for n in leader.nodes.list()):
+                    return  # already a member of this swarm: adopt
+            elif cluster == props["swarm_id"]:
+                return  # already a manager of this swarm: adopt
+            raise Exception(
+                f"swarm join: {props['host']} is in another swarm; "
+                "run `docker swarm leave` on it first"
+            )
         leader = docker_client(props["leader_endpoint"])
         tokens = leader.swarm.attrs["JoinTokens"]
         token = tokens["Manager"] if props["role"] == "manager" else tokens["Worker"]

@@ -115,3 +115,18 @@ def test_delete_leaves_the_swarm(swarm: dict[str, Any]) -> None:
     for h in cfg.hosts:
         state = docker_client(endpoint(h)).info()["Swarm"]["LocalNodeState"]
         assert state == "inactive", f"{h.name} is still in a swarm ({state})"
+
+
+def test_join_refuses_a_host_of_another_swarm(swarm: dict[str, Any]) -> None:
+    """A host that already belongs to a different swarm is not silently adopted."""
+    cfg = swarm["cfg"]
+    h2 = next(h for h in cfg.hosts if h.name == "lab-h2")
+    init = SwarmInitProvider().create(init_props(cfg))
+    other = docker_client(endpoint(h2))
+    other.swarm.init(advertise_addr=h2.address, listen_addr="0.0.0.0:2377")
+    try:
+        with pytest.raises(Exception, match="swarm join: lab-h2 is in another swarm"):
+            SwarmNodeProvider().create(node_props(cfg, "lab-h2", init.id))
+    finally:
+        other.swarm.leave(force=True)
+        SwarmInitProvider().delete(init.id, init.outs)
