@@ -28,17 +28,22 @@ from infra.config import Host, StackConfig, duration_seconds
 from infra.hostops import docker_client
 
 
-def _assigned_gpus(props: dict[str, Any], node: str, container_id: str) -> list[str]:
+def _assigned_gpus(
+    clients: dict[str, Any], props: dict[str, Any], node: str, container_id: str
+) -> list[str]:
     """The GPUs Swarm assigned a task, from its container's environment.
 
     Swarm hands generic resources to the container as `DOCKER_RESOURCE_<KIND>`
     (the NVIDIA container runtime maps it to NVIDIA_VISIBLE_DEVICES); the task
     API's `AssignedGenericResources` is empty on Docker 20.10, so read the env.
+    `clients` caches one Docker client per node for the whole roster read.
     """
     endpoint = props["host_endpoints"].get(node)
     if not endpoint or not container_id:
         return []
-    env = docker_client(endpoint).api.inspect_container(container_id)["Config"]["Env"] or []
+    if node not in clients:
+        clients[node] = docker_client(endpoint)
+    env = clients[node].api.inspect_container(container_id)["Config"]["Env"] or []
     key = f"DOCKER_RESOURCE_{render.GPU_RESOURCE}="
     value = next((e[len(key) :] for e in env if e.startswith(key)), "")
     return sorted(u for u in value.split(",") if u)
@@ -49,6 +54,7 @@ def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
     api = client.api
     nodes = {n["ID"]: n["Description"]["Hostname"] for n in api.nodes()}
     entries: list[render.RosterEntry] = []
+    clients: dict[str, Any] = {}
     for svc in props["services"]:
         tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
         for t in tasks:
@@ -68,7 +74,7 @@ def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
                     "node": node,
                     "address": address,
                     "container_id": container,
-                    "gpu_uuids": _assigned_gpus(props, node, container),
+                    "gpu_uuids": _assigned_gpus(clients, props, node, container),
                 }
             )
     return render.order_roster(entries, master=props["services"][0])

@@ -109,14 +109,13 @@ class SwarmNodeProvider(ResourceProvider):
         nodes.sort(key=lambda n: n.attrs["Status"]["State"] != "ready")
         return nodes[0] if nodes else None
 
-    def _join(self, props: dict[str, Any]) -> None:
+    def _join(self, props: dict[str, Any], leader: Any) -> None:
         client = docker_client(props["endpoint"])
         state = _swarm_state(client)
         if state.get("LocalNodeState") == "active":
             cluster = (state.get("Cluster") or {}).get("ID")
             if cluster is None:
                 # A worker does not see its cluster id: it is ours if the leader knows it.
-                leader = docker_client(props["leader_endpoint"])
                 if any(n.id == state.get("NodeID") for n in leader.nodes.list()):
                     return  # already a member of this swarm: adopt
             elif cluster == props["swarm_id"]:
@@ -125,7 +124,6 @@ class SwarmNodeProvider(ResourceProvider):
                 f"swarm join: {props['host']} is in another swarm; "
                 "run `docker swarm leave` on it first"
             )
-        leader = docker_client(props["leader_endpoint"])
         tokens = leader.swarm.attrs["JoinTokens"]
         token = tokens["Manager"] if props["role"] == "manager" else tokens["Worker"]
         client.swarm.join(
@@ -136,8 +134,8 @@ class SwarmNodeProvider(ResourceProvider):
         )
 
     def _converge(self, props: dict[str, Any]) -> dict[str, Any]:
-        self._join(props)
         leader = docker_client(props["leader_endpoint"])
+        self._join(props, leader)
         node = None
         for _ in range(60):
             node = self._node(leader, props["host"])
