@@ -9,8 +9,23 @@ export DSS_CACHE="${DSS_CACHE:-$HOME/.cache/deepspeed-swarm}"
 # shellcheck source=../toolchain/versions.env
 . "$DSS_ROOT/toolchain/versions.env"
 export DSS_TOOLCHAIN="$DSS_CACHE/toolchain/$DSS_TOOLCHAIN_KEY"
-export PULUMI_HOME="$DSS_CACHE/pulumi-home"
-export PATH="$DSS_TOOLCHAIN/bin:$DSS_ROOT/.venv/bin:$PATH"
+# How the toolchain gets here (toolchain/README.md, "Install routes"):
+#   source (default)  toolchain/build compiles it from a source bundle
+#   official          toolchain/install-official (connected machines)
+#   path              a toolchain already on PATH at the pinned versions, used as
+#                     it is, with the operator's own PULUMI_HOME
+export DSS_TOOLCHAIN_ROUTE="${DSS_TOOLCHAIN_ROUTE:-source}"
+# The source bundle: the sibling shared/toolchain-src of the checkout, unless set.
+if [ -z "${DSS_TOOLCHAIN_SRC:-}" ] && [ -d "$DSS_ROOT/../shared/toolchain-src" ]; then
+  DSS_TOOLCHAIN_SRC="$(cd "$DSS_ROOT/../shared/toolchain-src" && pwd)"
+fi
+export DSS_TOOLCHAIN_SRC="${DSS_TOOLCHAIN_SRC:-}"
+if [ "$DSS_TOOLCHAIN_ROUTE" = path ]; then
+  export PATH="$DSS_ROOT/.venv/bin:$PATH"
+else
+  export PULUMI_HOME="$DSS_CACHE/pulumi-home"
+  export PATH="$DSS_TOOLCHAIN/bin:$DSS_ROOT/.venv/bin:$PATH"
+fi
 # Never phone home: no update check, no plugin download, no telemetry.
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK=true

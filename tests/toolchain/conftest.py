@@ -151,9 +151,18 @@ def offline_project(
             import pulumi
             import pulumi_command as command
             import pulumi_docker as docker
+            from pulumi.dynamic import CheckResult, Resource, ResourceProvider
+
+
+            class Echo(ResourceProvider):
+                def check(self, olds, news):
+                    return CheckResult(news, [])
+
 
             docker_provider = docker.Provider("lab", host="unix:///nonexistent/docker.sock")
             hello = command.local.Command("hello", create="echo hello")
+            # A dynamic resource: its provider runs in pulumi-resource-pulumi-python.
+            echo = Resource(Echo(), "echo", {"port": 22})
             pulumi.export("docker_provider", docker_provider.urn)
             pulumi.export("hello", hello.urn)
             """

@@ -41,6 +41,13 @@ def test_python_exec_shim_next_to_language_host(tool: Callable[[str], Path]) -> 
     assert os.access(shim, os.X_OK)
 
 
+def test_dynamic_provider_plugin_on_path(tool: Callable[[str], Path]) -> None:
+    """The plugin that runs dynamic providers sits next to the language host."""
+    host = tool("pulumi-language-python")
+    plugin = host.parent / "pulumi-resource-pulumi-python"
+    assert os.access(plugin, os.X_OK), f"{plugin} missing: every dynamic resource would fail"
+
+
 @pytest.mark.parametrize("name", ["command", "docker"])
 def test_provider_reports_pinned_version(
     name: str,
@@ -113,5 +120,8 @@ def test_offline_preview_downloads_nothing(
     assert prev.returncode == 0, out
     assert "pulumi:providers:docker" in out, out
     assert "command:local:Command" in out, out
+    assert "pulumi-python:dynamic:Resource" in out, out
+    # Providers come from PULUMI_HOME (registered with --file), never from PATH.
+    assert "from $PATH" not in out, out
     assert not re.search(r"[Dd]ownloading|plugin install", out), out
     assert sorted(p.name for p in plugins.iterdir()) == before

@@ -1,6 +1,0 @@
-//go:build tools
-
-// Package tools names the main package that toolchain/build compiles.
-package tools
-
-import _ "github.com/pulumi/pulumi-docker/provider/v5/cmd/pulumi-resource-docker"
