@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra.config import Host, StackConfig
+from infra.dynamic import BoundaryProvider
 from infra.hostops import HostError, ssh_run
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
@@ -146,7 +147,7 @@ def mismatches(
     return out
 
 
-class HostFactsProvider(ResourceProvider):
+class HostFactsProvider(BoundaryProvider):
     """Reads host facts over SSH; refuses to create/update while they differ."""
 
     def _observe(self, props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -21,10 +21,11 @@ from typing import Any, cast
 
 import pulumi
 import pulumi_command as command
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra import render
 from infra.config import Host, StackConfig, duration_seconds
+from infra.dynamic import BoundaryProvider
 from infra.hostops import docker_client
 
 
@@ -101,7 +102,7 @@ def wait_for_roster(props: dict[str, Any]) -> list[render.RosterEntry]:
     return roster
 
 
-class TaskRosterProvider(ResourceProvider):
+class TaskRosterProvider(BoundaryProvider):
     """Reads the running training tasks from the swarm."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:

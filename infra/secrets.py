@@ -18,12 +18,13 @@ from typing import Any
 
 import pulumi
 import pulumi_docker as docker
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
+from pulumi.dynamic import CreateResult, DiffResult, Resource
 
 from infra import render
+from infra.dynamic import BoundaryProvider
 
 
-class SshKeyPairProvider(ResourceProvider):
+class SshKeyPairProvider(BoundaryProvider):
     """Generates an ed25519 key pair once; rotation is a replace (change `rotation`)."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:

@@ -107,6 +107,7 @@ def warmup_spec(
             healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
         ),
         networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
+        placement=docker.ServiceTaskSpecPlacementArgs(max_replicas=1),
     )
 
 
@@ -135,10 +136,17 @@ class TrainingServices(pulumi.ComponentResource):
         spec = container_spec(cfg, image_ref, secrets)
         rp = t.restart_policy
 
+        # One task per node as a replicated service (one replica per host, at most
+        # one per node) rather than `global` mode: the docker provider refuses
+        # `converge_config` with global mode ("mode.0.global conflicts with
+        # converge_config"), and without it the GPU services could be created
+        # before any warm-up task ran.
         self.warmup = docker.Service(
             f"{name}-net-warmup",
             name=render.WARMUP_SERVICE,
-            mode=docker.ServiceModeArgs(global_=True),
+            mode=docker.ServiceModeArgs(
+                replicated=docker.ServiceModeReplicatedArgs(replicas=len(cfg.hosts))
+            ),
             task_spec=warmup_spec(image_ref, network_id),
             endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
             converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="5m"),

@@ -24,10 +24,11 @@ from typing import Any
 
 import pulumi
 import pulumi_docker as docker
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra import render
 from infra.config import Host, StackConfig
+from infra.dynamic import BoundaryProvider
 from infra.hostops import docker_client
 
 SWARM_PORT = 2377
@@ -45,7 +46,7 @@ def _swarm_state(client: Any) -> dict[str, Any]:
     return dict(client.info().get("Swarm") or {})
 
 
-class SwarmInitProvider(ResourceProvider):
+class SwarmInitProvider(BoundaryProvider):
     """Initialises (or adopts) the swarm on the leader."""
 
     def _describe(self, client: Any) -> dict[str, Any]:
@@ -100,7 +101,7 @@ class SwarmInit(Resource):
         super().__init__(SwarmInitProvider(), name, {**props, "swarm_id": None}, opts)
 
 
-class SwarmNodeProvider(ResourceProvider):
+class SwarmNodeProvider(BoundaryProvider):
     """Joins one host and keeps its role, availability and labels as declared."""
 
     def _node(self, leader: Any, hostname: str) -> Any:

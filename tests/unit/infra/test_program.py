@@ -99,7 +99,8 @@ def test_services_reserve_gpus_and_use_dnsrr(dev_graph: Mocks) -> None:
     svcs = {r.inputs["name"]: r.inputs for r in dev_graph.by_type(SERVICE)}
     assert set(svcs) == {"ds-master", "ds-worker", "ds-net-warmup"}
     warmup = svcs.pop("ds-net-warmup")
-    assert warmup["mode"] == {"global": True}, "ds-net-warmup must run on every node"
+    assert warmup["mode"] == {"replicated": {"replicas": 2}}, "ds-net-warmup: one per host"
+    assert warmup["taskSpec"]["placement"]["maxReplicas"] == 1, "ds-net-warmup: one per node"
     assert "resources" not in warmup["taskSpec"], "ds-net-warmup must reserve no GPU"
     for name, s in svcs.items():
         spec = s["taskSpec"]
@@ -113,6 +114,13 @@ def test_services_reserve_gpus_and_use_dnsrr(dev_graph: Mocks) -> None:
     assert svcs["ds-master"]["taskSpec"]["placement"]["constraints"] == [
         "node.labels.dss.role==master"
     ]
+
+
+def test_no_global_service_waits_to_converge(dev_graph: Mocks) -> None:
+    """The docker provider refuses `converge_config` on a global-mode service."""
+    for r in dev_graph.by_type(SERVICE):
+        if r.inputs["mode"].get("global"):
+            assert "convergeConfig" not in r.inputs, f"{r.name}: global mode with convergeConfig"
 
 
 def test_services_mount_shm_data_and_secrets(dev_graph: Mocks) -> None:
