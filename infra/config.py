@@ -817,7 +817,11 @@ class StackConfig(_Model):
             if (ip := _ip(h.address)) is not None and ip in net
         ]
 
-    @rule("network.subnet", "error", "Room for 3 overlay addresses per host (task, warm-up, LB).")
+    @rule(
+        "network.subnet",
+        "error",
+        f"Room for {OVERLAY_ADDRS_PER_NODE} overlay addresses per host (task, warm-up, LB).",
+    )
     def _subnet_size(self) -> list[str]:
         net = self._subnet()
         need = OVERLAY_ADDRS_PER_NODE * len(self.hosts)
@@ -1200,14 +1204,26 @@ def config_reference() -> str:
     return "\n".join(rows) + "\n"
 
 
+def rules_reference() -> str:
+    """Markdown table of every cross-key rule: key, error or warning, what is allowed.
+
+    Generated from `RULES`, so README's list of rules cannot drift from the checks.
+    """
+    rows = ["| key | refused or warned | rule |", "| --- | --- | --- |"]
+    kinds = {"error": "error", "warning": "warning (preview)"}
+    rows += [f"| `{r.key}` | {kinds[r.severity]} | {r.summary} |" for r in RULES]
+    return "\n".join(rows) + "\n"
+
+
 README_START, README_END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 
 
 def readme_with_reference(readme: str) -> str:
-    """README text with the generated table between its markers."""
+    """README text with the generated key and rule tables between its markers."""
     head, _, rest = readme.partition(README_START)
     _, _, tail = rest.partition(README_END)
-    return f"{head}{README_START}\n{config_reference()}{README_END}{tail}"
+    body = f"{config_reference()}\nCross-key rules, in the order they run:\n\n{rules_reference()}"
+    return f"{head}{README_START}\n{body}{README_END}{tail}"
 
 
 if __name__ == "__main__":
@@ -1218,4 +1234,4 @@ if __name__ == "__main__":
         path = Path(__file__).resolve().parent.parent / "README.md"
         path.write_text(readme_with_reference(path.read_text()))
     else:
-        print(config_reference(), end="")
+        print(config_reference(), rules_reference(), sep="\n", end="")

@@ -232,13 +232,13 @@ def test_duration_and_size_units() -> None:
 
 
 def test_readme_documents_every_key() -> None:
-    """README's config table is the one generated from the models (no drift)."""
+    """README's key and rule tables are the ones generated from the code (no drift)."""
     from infra.config import readme_with_reference
     from tests.unit.infra.samples import ROOT
 
     readme = (ROOT / "README.md").read_text()
     assert readme == readme_with_reference(readme), (
-        "README config table is stale: run `python -m infra.config --update-readme`"
+        "README config tables are stale: run `python -m infra.config --update-readme`"
     )
 
 
