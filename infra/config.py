@@ -532,6 +532,15 @@ def _overlaps(a: str, b: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
+def _pattern_problems(
+    key: str, value: str, pattern: re.Pattern[str], what: str, allowed: str, max_len: int = 255
+) -> list[str]:
+    """One problem when `value` does not match `pattern` within `max_len` characters."""
+    if pattern.match(value) and len(value) <= max_len:
+        return []
+    return [f"{key}: {value!r} is not {what}; allowed: {allowed}"]
+
+
 def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         return ipaddress.ip_address(address)
@@ -699,35 +708,37 @@ class StackConfig(_Model):
 
     @rule("preflight.min_driver_version", "error", "A dotted numeric version (e.g. 550.54).")
     def _driver_version(self) -> list[str]:
-        v = self.preflight.min_driver_version
-        if _VERSION.match(v):
-            return []
         # HostFacts compares versions part by part as integers.
-        return [
-            f"preflight.min_driver_version: {v!r} is not a driver version; allowed: dotted "
-            "numbers, e.g. '535.0' or '550.54.15'"
-        ]
+        return _pattern_problems(
+            "preflight.min_driver_version",
+            self.preflight.min_driver_version,
+            _VERSION,
+            "a driver version",
+            "dotted numbers, e.g. '535.0' or '550.54.15'",
+        )
 
     # -- Docker and Swarm names -------------------------------------------------
     @rule("network.name", "error", "A name Swarm accepts: letters, digits, inner '-'/'_', 63 max.")
     def _network_name(self) -> list[str]:
-        name = self.network.name
-        if _SWARM_NAME.match(name) and len(name) <= 63:
-            return []
-        return [
-            f"network.name: {name!r} is refused by Swarm; allowed: up to 63 letters and "
-            "digits, with '-' or '_' only between them"
-        ]
+        return _pattern_problems(
+            "network.name",
+            self.network.name,
+            _SWARM_NAME,
+            "a network name Swarm accepts",
+            "up to 63 letters and digits, with '-' or '_' only between them",
+            max_len=63,
+        )
 
     @rule("image.repository", "error", "A Docker repository path: lower-case components.")
     def _repository(self) -> list[str]:
-        repo = self.image.repository
-        if _REPOSITORY.match(repo) and len(repo) <= 255:
-            return []
-        return [
-            f"image.repository: {repo!r} is not a Docker repository name; allowed: "
-            "'/'-separated lower-case [a-z0-9] components joined by '.', '_', '__' or '-'"
-        ]
+        return _pattern_problems(
+            "image.repository",
+            self.image.repository,
+            _REPOSITORY,
+            "a Docker repository name",
+            "'/'-separated lower-case [a-z0-9] components joined by '.', '_', '__' or '-'",
+            max_len=255,
+        )
 
     @rule("image.registry", "error", "host[:port], as in a Docker image reference.")
     def _registry(self) -> list[str]:

@@ -478,8 +478,8 @@ def test_network_name(raw: dict[str, Any]) -> None:
     """A network name Swarm refuses is refused."""
     raw["network"]["name"] = "ds.net"
     assert problems(raw) == [
-        "network.name: 'ds.net' is refused by Swarm; allowed: up to 63 letters and digits, "
-        "with '-' or '_' only between them"
+        "network.name: 'ds.net' is not a network name Swarm accepts; allowed: up to 63 letters "
+        "and digits, with '-' or '_' only between them"
     ]
 
 
