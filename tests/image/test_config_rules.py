@@ -118,7 +118,7 @@ def ours(hosts: int, ranks: int, ds_config: dict[str, Any]) -> list[str]:
             "cpu_only": True,
             "procs_per_node": ranks,
             "gpus_per_node": 0,
-            "script": "/work/train.py",
+            "script": "/app/train.py",
             "ds_config": ds_config,
         },
     }

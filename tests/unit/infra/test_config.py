@@ -288,7 +288,7 @@ def test_ds_batch_not_divisible(raw: dict[str, Any]) -> None:
     """A train_batch_size DeepSpeed cannot divide into the missing factor is refused."""
     raw = ds(raw, train_batch_size=100)
     del raw["training"]["ds_config"]["gradient_accumulation_steps"]
-    raw["training"]["script"] = "/work/mine.py"
+    raw["training"]["script"] = "/app/mine.py"
     assert problems(raw) == [
         "training.ds_config.train_batch_size: 100 is not a multiple of "
         "train_micro_batch_size_per_gpu 1 x world size 24 (3 hosts x 8 ranks per node) = 24; "
@@ -300,7 +300,7 @@ def test_ds_batch_derivable(raw: dict[str, Any]) -> None:
     """A train_batch_size that divides evenly lets DeepSpeed derive the missing factor."""
     raw = ds(raw, train_batch_size=96)
     del raw["training"]["ds_config"]["gradient_accumulation_steps"]
-    raw["training"]["script"] = "/work/mine.py"
+    raw["training"]["script"] = "/app/mine.py"
     assert parse_stack_config(raw).training.ds_config["train_batch_size"] == 96
 
 
@@ -314,7 +314,7 @@ def test_ds_batch_not_positive(raw: dict[str, Any]) -> None:
 
 def test_ds_batch_unset(raw: dict[str, Any]) -> None:
     """Neither train_batch_size nor the micro batch set is refused (DeepSpeed asserts)."""
-    raw["training"].update(script="/work/mine.py", ds_config={"gradient_accumulation_steps": 2})
+    raw["training"].update(script="/app/mine.py", ds_config={"gradient_accumulation_steps": 2})
     assert problems(raw) == [
         "training.ds_config: neither train_batch_size nor train_micro_batch_size_per_gpu is "
         "set; allowed: either (DeepSpeed derives the rest)"
