@@ -9,8 +9,11 @@ config key, the bad value and what is allowed.
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,11 +39,142 @@ SWARM_PORTS = {2377: "swarm management", 7946: "swarm gossip", 4789: "VXLAN data
 # Top-level config keys (all in the `deepspeed-swarm:` namespace).
 CONFIG_KEYS = ("hosts", "network", "image", "training", "secrets", "preflight")
 
+# Where the stack itself mounts into every task (infra/services.py) and where the
+# image keeps its code (images/Dockerfile); a dataset mount must stay clear of them.
+DATA_MOUNT = "/data"
+SHM_MOUNT = "/dev/shm"
+SECRETS_DIR = "/run/secrets"
+IMAGE_HOME = "/opt/dss"
+RESERVED_TARGETS = {
+    DATA_MOUNT: "training.data_dir",
+    SHM_MOUNT: "training.shm_size",
+    SECRETS_DIR: "secrets",
+    IMAGE_HOME: "the image home",
+}
+DEFAULT_SCRIPT = f"{IMAGE_HOME}/train.py"
+# Set per rank by deepspeed's launcher, torchrun or torch.distributed: a stack-wide
+# value would give every rank the same rank.
+LAUNCHER_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "CROSS_RANK",
+    "CROSS_SIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE",
+)
+# What render.training_env derives from other keys: the key to set instead.
+STACK_ENV = {
+    "DSS_RUN": "training.run_name",
+    "DSS_SSH_PORT": "training.sshd_port",
+    "DSS_SSH_PRIVATE_KEY_FILE": "secrets (the stack's SSH key pair)",
+    "DSS_SSH_PUBLIC_KEY_FILE": "secrets (the stack's SSH key pair)",
+    "DSS_REQUIRE_SSH_KEY": "secrets (the stack's SSH key pair)",
+    "DSS_DATA_DIR": "training.data_dir",
+    "DS_ACCELERATOR": "training.cpu_only",
+}
+# DeepSpeed 0.17.6 (deepspeed/runtime/config.py DEEPSPEED_OPTIMIZERS): its own
+# optimizers, matched case-insensitively; any other name is looked up as a
+# torch.optim class (engine._configure_basic_optimizer), case-sensitively.
+DS_OPTIMIZERS = (
+    "adagrad",
+    "adam",
+    "adamw",
+    "lamb",
+    "onebitadam",
+    "onebitlamb",
+    "zerooneadam",
+    "muadam",
+    "muadamw",
+    "musgd",
+    "lion",
+    "muon",
+)
+TORCH_OPTIMIZERS = (
+    "ASGD",
+    "Adadelta",
+    "Adafactor",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "LBFGS",
+    "NAdam",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "SGD",
+    "SparseAdam",
+)
+# deepspeed/runtime/lr_schedules.py VALID_LR_SCHEDULES, else a torch.optim.lr_scheduler
+# class (engine._scheduler_from_config); both case-sensitive.
+DS_SCHEDULERS = ("LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR")
+TORCH_SCHEDULERS = (
+    "ChainedScheduler",
+    "ConstantLR",
+    "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "CyclicLR",
+    "ExponentialLR",
+    "LambdaLR",
+    "LinearLR",
+    "MultiStepLR",
+    "MultiplicativeLR",
+    "OneCycleLR",
+    "PolynomialLR",
+    "ReduceLROnPlateau",
+    "SequentialLR",
+    "StepLR",
+)
+ZERO_STAGES = (0, 1, 2, 3)
+# Networks Docker creates itself: the swarm's ingress (10.0.0.0/24 at `swarm init`
+# without --default-addr-pool, as SwarmCluster does) and the local pools that
+# docker0 and docker_gwbridge (every task's second interface) come from. An
+# explicit overlay subnet elsewhere in the swarm pool (10.0.0.0/8) is fine: Swarm's
+# allocator reserves it and hands out other /24s around it.
+DOCKER_POOLS = {
+    "10.0.0.0/24": "the swarm's default ingress network",
+    "172.17.0.0/16": "Docker's local pool (docker0, docker_gwbridge)",
+    "172.18.0.0/15": "Docker's local pool (docker0, docker_gwbridge)",
+    "172.20.0.0/14": "Docker's local pool (docker0, docker_gwbridge)",
+    "172.24.0.0/13": "Docker's local pool (docker0, docker_gwbridge)",
+    "192.168.0.0/16": "Docker's local pool (docker0, docker_gwbridge)",
+}
+# Addresses an overlay spends besides the tasks: network, broadcast, gateway.
+SUBNET_OVERHEAD = 3
+# Per node on the overlay: its master/worker task, the warm-up task, and the
+# node's load-balancer endpoint.
+OVERLAY_ADDRS_PER_NODE = 3
+# Below this a final checkpoint of a real model rarely finishes before SIGKILL.
+MIN_CHECKPOINT_GRACE_S = 30
+
 Port = Annotated[int, Field(ge=1, le=65535)]
 Mtu = Annotated[int, Field(ge=MTU_MIN, le=MTU_MAX)]
 _LABEL_KEY = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 _SECRET_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+# RFC 1123 host name: dot-separated labels of 1-63 letters, digits and inner '-'.
+_DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_DNS_NAME = re.compile(rf"^{_DNS_LABEL}(?:\.{_DNS_LABEL})*$")
+# Swarm's name rule for networks (swarmkit controlapi isValidDNSName), max 63.
+_SWARM_NAME = re.compile(r"^[a-zA-Z0-9](?:[-_]*[A-Za-z0-9]+)*$")
+# Docker's reference grammar (distribution/reference): path components and the
+# registry domain[:port].
+_REPO_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(rf"^{_REPO_COMPONENT}(?:/{_REPO_COMPONENT})*$")
+_REGISTRY = re.compile(rf"^(?:{_DNS_LABEL}(?:\.{_DNS_LABEL})*|\[[0-9a-fA-F:.]+\])(?::(\d+))?$")
+_VERSION = re.compile(r"^\d+(?:\.\d+)*$")
 
 
 def duration_seconds(value: str) -> int:
@@ -355,6 +489,65 @@ class Preflight(_Model):
     """known_hosts to verify host keys against (strict). Default: not verified."""
 
 
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-key rule: errors refuse the stack, warnings show in the preview."""
+
+    key: str
+    severity: Severity
+    summary: str
+    check: Callable[[StackConfig], list[str]]
+
+
+# Every cross-key rule, in the order it runs; README's rule table is generated from it.
+RULES: list[Rule] = []
+
+
+def rule(
+    key: str, severity: Severity, summary: str
+) -> Callable[[Callable[[StackConfig], list[str]]], Callable[[StackConfig], list[str]]]:
+    """Register a StackConfig check (returns one message per problem) as a rule."""
+
+    def register(check: Callable[[StackConfig], list[str]]) -> Callable[[StackConfig], list[str]]:
+        RULES.append(Rule(key, severity, summary, check))
+        return check
+
+    return register
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _enabled(section: Any) -> bool:
+    return isinstance(section, dict) and section.get("enabled") is True
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """Whether one absolute path is the other or lies under it."""
+    a, b = posixpath.normpath(a), posixpath.normpath(b)
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def _pattern_problems(
+    key: str, value: str, pattern: re.Pattern[str], what: str, allowed: str, max_len: int = 255
+) -> list[str]:
+    """One problem when `value` does not match `pattern` within `max_len` characters."""
+    if pattern.match(value) and len(value) <= max_len:
+        return []
+    return [f"{key}: {value!r} is not {what}; allowed: {allowed}"]
+
+
+def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(address)
+    except ValueError:
+        return None
+
+
 class StackConfig(_Model):
     """The whole validated stack configuration."""
 
@@ -391,18 +584,19 @@ class StackConfig(_Model):
 
     @model_validator(mode="after")
     def _cluster_rules(self) -> StackConfig:
-        problems = [
-            *self._unique_hosts(),
-            *self._manager_quorum(),
-            *self._gpu_capacity(),
-            *self._mtu_path(),
-            *self._ports(),
-            *self._workers_for_launcher(),
-        ]
+        problems = self._findings("error")
         if problems:
             raise ValueError("\n".join(problems))
         return self
 
+    def _findings(self, severity: Severity) -> list[str]:
+        return [msg for r in RULES if r.severity == severity for msg in r.check(self)]
+
+    def warnings(self) -> list[str]:
+        """What is valid but suspicious: `load()` shows these in the preview."""
+        return self._findings("warning")
+
+    @rule("hosts", "error", "Each host name and address appears once.")
     def _unique_hosts(self) -> list[str]:
         out = []
         for field in ("name", "address"):
@@ -415,6 +609,7 @@ class StackConfig(_Model):
                     )
         return out
 
+    @rule("hosts[].role", "error", "1, 3, 5 or 7 managers (an odd number keeps Raft quorum).")
     def _manager_quorum(self) -> list[str]:
         managers = [h.name for h in self.hosts if h.role == "manager"]
         if not managers:
@@ -429,6 +624,7 @@ class StackConfig(_Model):
             ]
         return []
 
+    @rule("training.gpus_per_node", "error", "At most the GPUs every host declares.")
     def _gpu_capacity(self) -> list[str]:
         want = self.training.gpus_per_node
         return [
@@ -438,6 +634,11 @@ class StackConfig(_Model):
             if want > h.gpus.count
         ]
 
+    @rule(
+        "network.mtu",
+        "error",
+        "Overlay MTU + VXLAN (+ IPsec when encrypted) fits the underlay MTU.",
+    )
     def _mtu_path(self) -> list[str]:
         net = self.network
         if net.mtu + net.overhead <= net.underlay_mtu:
@@ -449,6 +650,7 @@ class StackConfig(_Model):
             f"allowed: network.mtu <= {net.underlay_mtu - net.overhead}"
         ]
 
+    @rule("training.master_port", "error", "Not the tasks' sshd port nor a port Swarm holds.")
     def _ports(self) -> list[str]:
         t = self.training
         taken = {**SWARM_PORTS, t.sshd_port: "training.sshd_port"}
@@ -459,6 +661,7 @@ class StackConfig(_Model):
             ]
         return []
 
+    @rule("training.launch_mode", "error", "pdsh needs at least one worker host.")
     def _workers_for_launcher(self) -> list[str]:
         if len(self.hosts) > 1 or self.training.launch_mode == "no_ssh":
             return []
@@ -469,6 +672,403 @@ class StackConfig(_Model):
             "but the stack has zero workers (one host); allowed: add worker hosts, or "
             "launch_mode 'no_ssh'"
         ]
+
+    # -- hosts ------------------------------------------------------------------
+    @rule("hosts[].address", "error", "An IP address or an RFC 1123 DNS host name.")
+    def _host_addresses(self) -> list[str]:
+        return [
+            f"hosts[{i}].address: {h.address!r} is neither an IP address nor a DNS host name; "
+            "allowed: an IP address, or dot-separated labels of letters, digits and inner '-'"
+            for i, h in enumerate(self.hosts)
+            if _ip(h.address) is None and not _DNS_NAME.match(h.address)
+        ]
+
+    @rule("hosts[].docker_host", "error", "One Docker engine endpoint per host.")
+    def _unique_engines(self) -> list[str]:
+        counts = Counter(h.docker_host for h in self.hosts)
+        return [
+            f"hosts[].docker_host: {value!r} is the endpoint of {n} hosts; allowed: each "
+            "host its own Docker engine (one engine is one swarm node)"
+            for value, n in counts.items()
+            if n > 1
+        ]
+
+    @rule("hosts[].gpus.uuids", "error", "A GPU UUID belongs to one host.")
+    def _unique_gpus(self) -> list[str]:
+        owners: dict[str, list[str]] = {}
+        for h in self.hosts:
+            for uuid in h.gpus.uuids or []:
+                owners.setdefault(uuid, []).append(h.name)
+        return [
+            f"hosts[].gpus.uuids: {uuid!r} is listed on hosts {names}; allowed: each GPU "
+            "UUID on one host"
+            for uuid, names in owners.items()
+            if len(names) > 1
+        ]
+
+    @rule("preflight.min_driver_version", "error", "A dotted numeric version (e.g. 550.54).")
+    def _driver_version(self) -> list[str]:
+        # HostFacts compares versions part by part as integers.
+        return _pattern_problems(
+            "preflight.min_driver_version",
+            self.preflight.min_driver_version,
+            _VERSION,
+            "a driver version",
+            "dotted numbers, e.g. '535.0' or '550.54.15'",
+        )
+
+    # -- Docker and Swarm names -------------------------------------------------
+    @rule("network.name", "error", "A name Swarm accepts: letters, digits, inner '-'/'_', 63 max.")
+    def _network_name(self) -> list[str]:
+        return _pattern_problems(
+            "network.name",
+            self.network.name,
+            _SWARM_NAME,
+            "a network name Swarm accepts",
+            "up to 63 letters and digits, with '-' or '_' only between them",
+            max_len=63,
+        )
+
+    @rule("image.repository", "error", "A Docker repository path: lower-case components.")
+    def _repository(self) -> list[str]:
+        return _pattern_problems(
+            "image.repository",
+            self.image.repository,
+            _REPOSITORY,
+            "a Docker repository name",
+            "'/'-separated lower-case [a-z0-9] components joined by '.', '_', '__' or '-'",
+            max_len=255,
+        )
+
+    @rule("image.registry", "error", "host[:port], as in a Docker image reference.")
+    def _registry(self) -> list[str]:
+        reg = self.image.registry
+        if reg is None:
+            return []
+        m = _REGISTRY.match(reg)
+        if m and (m.group(1) is None or 1 <= int(m.group(1)) <= 65535):
+            return []
+        return [
+            f"image.registry: {reg!r} is not a registry host; allowed: host[:port], e.g. "
+            "'registry.example.com:5000' (no scheme, no path)"
+        ]
+
+    # -- mounts -----------------------------------------------------------------
+    def _mounts(self) -> list[tuple[str, str, str]]:
+        """(config key, source, target) of every bind the tasks get."""
+        t = self.training
+        return [
+            ("training.data_dir", t.data_dir, DATA_MOUNT),
+            *((f"training.datasets[{i}]", m.source, m.target) for i, m in enumerate(t.datasets)),
+        ]
+
+    @rule(
+        "training.data_dir, training.datasets[]", "error", "Bind sources and targets are absolute."
+    )
+    def _absolute_paths(self) -> list[str]:
+        out = []
+        for key, source, target in self._mounts():
+            for part, path in (("source", source), ("target", target)):
+                if not path.startswith("/"):
+                    where = key if key == "training.data_dir" else f"{key}.{part}"
+                    out.append(
+                        f"{where}: {path!r} is a relative path; allowed: an absolute path "
+                        "(Docker bind mounts take no relative paths)"
+                    )
+        return out
+
+    @rule(
+        "training.datasets[].target",
+        "error",
+        "Clear of /data, /dev/shm, /run/secrets and the image home, and of each other.",
+    )
+    def _mount_targets(self) -> list[str]:
+        out = []
+        seen: dict[str, str] = {}
+        for key, _, target in self._mounts()[1:]:
+            norm = posixpath.normpath(target)
+            taken = [p for p in RESERVED_TARGETS if _overlaps(norm, p)]
+            if taken:
+                out.append(
+                    f"{key}.target: {target!r} collides with {taken[0]} "
+                    f"({RESERVED_TARGETS[taken[0]]}); allowed: a path outside "
+                    f"{', '.join(RESERVED_TARGETS)}"
+                )
+            elif norm in seen:
+                out.append(
+                    f"{key}.target: {target!r} is already the target of {seen[norm]}; "
+                    "allowed: one mount per target"
+                )
+            seen.setdefault(norm, key)
+        return out
+
+    @rule("training.datasets[].source", "warning", "Not the shared data_dir (or inside it).")
+    def _dataset_sources(self) -> list[str]:
+        t = self.training
+        return [
+            f"training.datasets[{i}].source: {m.source!r} overlaps training.data_dir "
+            f"{t.data_dir!r}, which the tasks already mount read-write at {DATA_MOUNT}"
+            for i, m in enumerate(t.datasets)
+            if _overlaps(m.source, t.data_dir)
+        ]
+
+    # -- network ----------------------------------------------------------------
+    def _subnet(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+        return ipaddress.ip_network(self.network.subnet) if self.network.subnet else None
+
+    @rule("network.subnet", "error", "Clear of the hosts' own addresses.")
+    def _subnet_hosts(self) -> list[str]:
+        net = self._subnet()
+        if net is None:
+            return []
+        return [
+            f"network.subnet: {net} contains hosts[{i}].address {h.address}; allowed: a "
+            "subnet clear of the hosts' addresses (tasks would shadow the host)"
+            for i, h in enumerate(self.hosts)
+            if (ip := _ip(h.address)) is not None and ip in net
+        ]
+
+    @rule(
+        "network.subnet",
+        "error",
+        f"Room for {OVERLAY_ADDRS_PER_NODE} overlay addresses per host (task, warm-up, LB).",
+    )
+    def _subnet_size(self) -> list[str]:
+        net = self._subnet()
+        need = OVERLAY_ADDRS_PER_NODE * len(self.hosts)
+        if net is None or net.num_addresses - SUBNET_OVERHEAD >= need:
+            return []
+        return [
+            f"network.subnet: {net} has {max(net.num_addresses - SUBNET_OVERHEAD, 0)} usable "
+            f"addresses but {len(self.hosts)} hosts need {need}; allowed: a prefix with at "
+            f"least {need + SUBNET_OVERHEAD} addresses"
+        ]
+
+    @rule("network.subnet", "warning", "Clear of Docker's ingress and local address pools.")
+    def _subnet_pools(self) -> list[str]:
+        net = self._subnet()
+        if net is None:
+            return []
+        return [
+            f"network.subnet: {net} overlaps {pool} ({what}); tasks may route that range "
+            "the wrong way, or the network create may be refused"
+            for pool, what in DOCKER_POOLS.items()
+            if net.version == 4 and net.overlaps(ipaddress.IPv4Network(pool))
+        ]
+
+    # -- training ---------------------------------------------------------------
+    @rule("training.env", "error", "No variable the launcher sets per rank or the stack derives.")
+    def _env_owned(self) -> list[str]:
+        out = []
+        for name in self.training.env:
+            if name in LAUNCHER_ENV:
+                out.append(
+                    f"training.env: {name} is set per rank by the launcher; allowed: any "
+                    f"variable except {', '.join(LAUNCHER_ENV)}"
+                )
+            elif name in STACK_ENV:
+                out.append(
+                    f"training.env: {name} is derived from {STACK_ENV[name]}; allowed: set "
+                    "that key instead"
+                )
+        return out
+
+    @rule("training.checkpoint_every", "warning", "At most training.steps.")
+    def _checkpoint_cadence(self) -> list[str]:
+        t = self.training
+        if t.checkpoint_every <= t.steps:
+            return []
+        return [
+            f"training.checkpoint_every: {t.checkpoint_every} > training.steps {t.steps}: "
+            "the only checkpoint is the final one; a failure restarts from step 0"
+        ]
+
+    @rule("training.stop_grace_period", "warning", f"At least {MIN_CHECKPOINT_GRACE_S}s.")
+    def _grace_fits_checkpoint(self) -> list[str]:
+        grace = duration_seconds(self.training.stop_grace_period)
+        if grace >= MIN_CHECKPOINT_GRACE_S:
+            return []
+        return [
+            f"training.stop_grace_period: {self.training.stop_grace_period} leaves little time "
+            "for the final checkpoint before SIGKILL; suggested: at least "
+            f"{MIN_CHECKPOINT_GRACE_S}s"
+        ]
+
+    # -- DeepSpeed (an inline ds_config; a path is read only inside the image) --
+    def _ds(self) -> dict[str, Any]:
+        ds = self.training.ds_config
+        return ds if isinstance(ds, dict) else {}
+
+    @property
+    def world_size(self) -> int:
+        """Ranks of the whole job: hosts x ranks per node."""
+        return len(self.hosts) * self.training.ranks_per_node
+
+    @rule(
+        "training.ds_config",
+        "error",
+        "train_batch_size = micro batch x gradient accumulation x world size (hosts x ranks "
+        "per node); a missing one of the three must divide out evenly.",
+    )
+    def _ds_batch(self) -> list[str]:
+        ds, world = self._ds(), self.world_size
+        names = (
+            "train_batch_size",
+            "train_micro_batch_size_per_gpu",
+            "gradient_accumulation_steps",
+        )
+        bad = [n for n in names if n in ds and not _positive_int(ds[n])]
+        if bad:
+            return [
+                f"training.ds_config.{n}: {ds[n]!r} is not a positive integer; allowed: an "
+                "integer >= 1"
+                for n in bad
+            ]
+        tbs, micro, ga = (ds.get(n) for n in names)
+        if tbs is None:
+            if micro is None and ds:
+                return [
+                    "training.ds_config: neither train_batch_size nor "
+                    "train_micro_batch_size_per_gpu is set; allowed: either (DeepSpeed "
+                    "derives the rest)"
+                ]
+            return []
+        world_desc = (
+            f"world size {world} ({len(self.hosts)} hosts x "
+            f"{self.training.ranks_per_node} ranks per node)"
+        )
+        if micro is not None and ga is not None:
+            if tbs == micro * ga * world:
+                return []
+            return [
+                f"training.ds_config.train_batch_size: {tbs} != train_micro_batch_size_per_gpu "
+                f"{micro} x gradient_accumulation_steps {ga} x {world_desc} = "
+                f"{micro * ga * world}; allowed: {micro * ga * world}, or leave one unset"
+            ]
+        # DeepSpeed derives the missing factor(s) by integer division, then asserts.
+        given = [f"{n} {ds[n]}" for n in names[1:] if n in ds]
+        divisor = (micro or 1) * (ga or 1) * world
+        if tbs % divisor == 0:
+            return []
+        return [
+            f"training.ds_config.train_batch_size: {tbs} is not a multiple of "
+            f"{' x '.join([*given, world_desc])} = {divisor}; allowed: a multiple of {divisor}"
+        ]
+
+    @rule(
+        "training.ds_config",
+        "error",
+        f"With the image's {DEFAULT_SCRIPT}: train_micro_batch_size_per_gpu, "
+        "gradient_accumulation_steps and optimizer.type are set.",
+    )
+    def _ds_image_trainer(self) -> list[str]:
+        ds = self._ds()
+        if not ds or self.training.script != DEFAULT_SCRIPT:
+            return []
+        opt = ds.get("optimizer")
+        missing = [
+            n
+            for n in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+            if n not in ds
+        ]
+        if not (isinstance(opt, dict) and isinstance(opt.get("type"), str)):
+            missing.append("optimizer.type")
+        if not missing:
+            return []
+        return [
+            f"training.ds_config: {', '.join(missing)} not set; allowed: set them "
+            f"({DEFAULT_SCRIPT} in the image requires them)"
+        ]
+
+    @rule("training.ds_config", "error", "zero_optimization.stage is 0, 1, 2 or 3.")
+    def _ds_zero_stage(self) -> list[str]:
+        zero = self._ds().get("zero_optimization", {})
+        if isinstance(zero, bool):  # DeepSpeed's legacy spelling: true is stage 1
+            return []
+        stage = zero.get("stage", 0) if isinstance(zero, dict) else None
+        if isinstance(stage, int) and not isinstance(stage, bool) and stage in ZERO_STAGES:
+            return []
+        return [
+            f"training.ds_config.zero_optimization.stage: {stage!r} is not a ZeRO stage; "
+            f"allowed: {', '.join(map(str, ZERO_STAGES))}"
+        ]
+
+    @rule("training.ds_config", "error", "fp16 and bf16 are not both enabled.")
+    def _ds_precision(self) -> list[str]:
+        ds = self._ds()
+        # DeepSpeed reads `bf16`, falling back to the older `bfloat16` spelling.
+        bf16 = ds.get("bf16", ds.get("bfloat16"))
+        if _enabled(ds.get("fp16")) and _enabled(bf16):
+            return [
+                "training.ds_config: fp16.enabled and bf16.enabled are both true; allowed: "
+                "at most one of them"
+            ]
+        return []
+
+    @rule(
+        "training.ds_config",
+        "error",
+        "optimizer.type is a DeepSpeed optimizer or a torch.optim class; no max_grad_norm param.",
+    )
+    def _ds_optimizer(self) -> list[str]:
+        opt = self._ds().get("optimizer")
+        if not isinstance(opt, dict):
+            return []
+        out = []
+        name = opt.get("type")
+        if name is not None and not (
+            isinstance(name, str) and (name.lower() in DS_OPTIMIZERS or name in TORCH_OPTIMIZERS)
+        ):
+            out.append(
+                f"training.ds_config.optimizer.type: {name!r} is not an optimizer DeepSpeed "
+                f"knows; allowed: {', '.join(DS_OPTIMIZERS)} (any case), or torch.optim's "
+                f"{', '.join(TORCH_OPTIMIZERS)}"
+            )
+        params = opt.get("params")
+        if isinstance(params, dict) and "max_grad_norm" in params:
+            out.append(
+                "training.ds_config.optimizer.params.max_grad_norm: DeepSpeed refuses it; "
+                "allowed: the top-level gradient_clipping key"
+            )
+        return out
+
+    @rule(
+        "training.ds_config",
+        "error",
+        "scheduler.type is a DeepSpeed schedule or a torch.optim.lr_scheduler class.",
+    )
+    def _ds_scheduler(self) -> list[str]:
+        sched = self._ds().get("scheduler")
+        name = sched.get("type") if isinstance(sched, dict) else None
+        if name is None or name in DS_SCHEDULERS or name in TORCH_SCHEDULERS:
+            return []
+        return [
+            f"training.ds_config.scheduler.type: {name!r} is not a scheduler DeepSpeed knows; "
+            f"allowed: {', '.join(DS_SCHEDULERS)}, or torch.optim.lr_scheduler's "
+            f"{', '.join(TORCH_SCHEDULERS)}"
+        ]
+
+    @rule("training.ds_config", "warning", "On a CPU-only run: no ZeRO offload, no fp16.")
+    def _ds_cpu_only(self) -> list[str]:
+        if not self.training.cpu_only:
+            return []
+        ds = self._ds()
+        zero = ds.get("zero_optimization")
+        out = [
+            f"training.ds_config.zero_optimization.{part}: offloads to "
+            f"{section.get('device')!r} on a CPU-only run, where the model already lives in "
+            "host memory"
+            for part in ("offload_optimizer", "offload_param")
+            if isinstance(zero, dict)
+            and isinstance(section := zero.get(part), dict)
+            and section.get("device") not in (None, "none")
+        ]
+        if _enabled(ds.get("fp16")):
+            out.append(
+                "training.ds_config.fp16: enabled on a CPU-only run; DeepSpeed's CPU "
+                "accelerator refuses fp16 unless the CPU has native fp16 (use bf16)"
+            )
+        return out
 
     # -- derived views the components use -------------------------------------------
     @property
@@ -567,6 +1167,9 @@ def load() -> tuple[StackConfig, dict[str, Any]]:
     raw: dict[str, Any] = {name: cfg.get_object(name) for name in names}
     secret_keys = {n for n in names if runtime_config.is_config_secret(f"{PROJECT}:{n}")}
     parsed = parse_stack_config(raw, secret_keys)
+    # Suspicious but valid: shown in the preview, the update goes on.
+    for warning in parsed.warnings():
+        pulumi.log.warn(warning)
     return parsed, dict(raw.get("secrets") or {})
 
 
@@ -612,14 +1215,26 @@ def config_reference() -> str:
     return "\n".join(rows) + "\n"
 
 
+def rules_reference() -> str:
+    """Markdown table of every cross-key rule: key, error or warning, what is allowed.
+
+    Generated from `RULES`, so README's list of rules cannot drift from the checks.
+    """
+    rows = ["| key | refused or warned | rule |", "| --- | --- | --- |"]
+    kinds = {"error": "error", "warning": "warning (preview)"}
+    rows += [f"| `{r.key}` | {kinds[r.severity]} | {r.summary} |" for r in RULES]
+    return "\n".join(rows) + "\n"
+
+
 README_START, README_END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 
 
 def readme_with_reference(readme: str) -> str:
-    """README text with the generated table between its markers."""
+    """README text with the generated key and rule tables between its markers."""
     head, _, rest = readme.partition(README_START)
     _, _, tail = rest.partition(README_END)
-    return f"{head}{README_START}\n{config_reference()}{README_END}{tail}"
+    body = f"{config_reference()}\nCross-key rules, in the order they run:\n\n{rules_reference()}"
+    return f"{head}{README_START}\n{body}{README_END}{tail}"
 
 
 if __name__ == "__main__":
@@ -630,4 +1245,4 @@ if __name__ == "__main__":
         path = Path(__file__).resolve().parent.parent / "README.md"
         path.write_text(readme_with_reference(path.read_text()))
     else:
-        print(config_reference(), end="")
+        print(config_reference(), rules_reference(), sep="\n", end="")

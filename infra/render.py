@@ -12,14 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from infra.config import Host, StackConfig, Training
+from infra.config import DATA_MOUNT, IMAGE_HOME, SECRETS_DIR, Host, StackConfig, Training
 
-# Where things live inside the training image (images/Dockerfile).
-IMAGE_HOME = "/opt/dss"
 # Launch files live on the shared /data: pdsh starts ranks on the workers, whose
 # train.py checks its world size against the same hostfile.
-LAUNCH_DIR = "/data/.dss"
-SECRETS_DIR = "/run/secrets"
+LAUNCH_DIR = f"{DATA_MOUNT}/.dss"
 SSH_PRIVATE_KEY_FILE = "ssh_private_key"
 SSH_PUBLIC_KEY_FILE = "ssh_public_key"
 TRAIN_UID = "1000"
@@ -91,7 +88,7 @@ def training_env(cfg: StackConfig) -> dict[str, str]:
         "DSS_SSH_PRIVATE_KEY_FILE": f"{SECRETS_DIR}/{SSH_PRIVATE_KEY_FILE}",
         "DSS_SSH_PUBLIC_KEY_FILE": f"{SECRETS_DIR}/{SSH_PUBLIC_KEY_FILE}",
         "DSS_REQUIRE_SSH_KEY": "1",
-        "DSS_DATA_DIR": "/data",
+        "DSS_DATA_DIR": DATA_MOUNT,
         # Tasks talk over the overlay's interface; the underlay stays for Swarm.
         "NCCL_SOCKET_IFNAME": "eth0",
         "GLOO_SOCKET_IFNAME": "eth0",

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_docker as docker
 
 from infra import render
-from infra.config import StackConfig, size_bytes
+from infra.config import DATA_MOUNT, IMAGE_HOME, SHM_MOUNT, StackConfig, size_bytes
 
 
 def container_spec(
@@ -26,13 +26,13 @@ def container_spec(
     t = cfg.training
     mounts = [
         docker.ServiceTaskSpecContainerSpecMountArgs(
-            type="bind", source=t.data_dir, target="/data", read_only=False
+            type="bind", source=t.data_dir, target=DATA_MOUNT, read_only=False
         ),
         # Swarm services have no --shm-size: a sized tmpfs at /dev/shm instead
         # (NCCL and the DataLoader's workers need more than Docker's 64 MiB).
         docker.ServiceTaskSpecContainerSpecMountArgs(
             type="tmpfs",
-            target="/dev/shm",
+            target=SHM_MOUNT,
             tmpfs_options=docker.ServiceTaskSpecContainerSpecMountTmpfsOptionsArgs(
                 size_bytes=size_bytes(t.shm_size), mode=0o1777
             ),
@@ -61,7 +61,7 @@ def container_spec(
             for file_name, s in secrets.items()
         ],
         healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
-            tests=["CMD", f"{render.IMAGE_HOME}/healthcheck.sh"],
+            tests=["CMD", f"{IMAGE_HOME}/healthcheck.sh"],
             interval="10s",
             timeout="5s",
             retries=3,

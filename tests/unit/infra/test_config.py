@@ -232,11 +232,385 @@ def test_duration_and_size_units() -> None:
 
 
 def test_readme_documents_every_key() -> None:
-    """README's config table is the one generated from the models (no drift)."""
+    """README's key and rule tables are the ones generated from the code (no drift)."""
     from infra.config import readme_with_reference
     from tests.unit.infra.samples import ROOT
 
     readme = (ROOT / "README.md").read_text()
     assert readme == readme_with_reference(readme), (
-        "README config table is stale: run `python -m infra.config --update-readme`"
+        "README config tables are stale: run `python -m infra.config --update-readme`"
     )
+
+
+# -- cross-key rules added for issue 9 ----------------------------------------------
+def warnings_of(raw: dict[str, Any]) -> list[str]:
+    return parse_stack_config(raw).warnings()
+
+
+def ds(raw: dict[str, Any], **config: Any) -> dict[str, Any]:
+    """raw with an inline ds_config that the image's train.py accepts, plus `config`."""
+    base = {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 8,
+        "optimizer": {"type": "Adam", "params": {"lr": 1e-4}},
+    }
+    raw["training"]["ds_config"] = {**base, **config}
+    return raw
+
+
+def test_prod_stack_has_no_warnings() -> None:
+    """The committed prod stack produces no preview warnings."""
+    cfg = parse_stack_config(stack_config("prod"), {"secrets"})
+    assert cfg.warnings() == [], "prod stack must preview without warnings"
+
+
+def test_image_ds_config_passes(raw: dict[str, Any]) -> None:
+    """The image's own ds_config.json, given inline, passes every rule on the sample."""
+    import json
+
+    from tests.unit.infra.samples import ROOT
+
+    raw["training"]["ds_config"] = json.loads((ROOT / "images/ds_config.json").read_text())
+    cfg = parse_stack_config(raw)
+    assert cfg.world_size == 24 and cfg.warnings() == [], "3 hosts x 8 GPUs, no warnings"
+
+
+def test_ds_batch_mismatch(raw: dict[str, Any]) -> None:
+    """train_batch_size unequal to micro x GA x world size is refused with the product."""
+    assert problems(ds(raw, train_batch_size=64)) == [
+        "training.ds_config.train_batch_size: 64 != train_micro_batch_size_per_gpu 1 x "
+        "gradient_accumulation_steps 8 x world size 24 (3 hosts x 8 ranks per node) = 192; "
+        "allowed: 192, or leave one unset"
+    ]
+
+
+def test_ds_batch_not_divisible(raw: dict[str, Any]) -> None:
+    """A train_batch_size DeepSpeed cannot divide into the missing factor is refused."""
+    raw = ds(raw, train_batch_size=100)
+    del raw["training"]["ds_config"]["gradient_accumulation_steps"]
+    raw["training"]["script"] = "/app/mine.py"
+    assert problems(raw) == [
+        "training.ds_config.train_batch_size: 100 is not a multiple of "
+        "train_micro_batch_size_per_gpu 1 x world size 24 (3 hosts x 8 ranks per node) = 24; "
+        "allowed: a multiple of 24"
+    ]
+
+
+def test_ds_batch_derivable(raw: dict[str, Any]) -> None:
+    """A train_batch_size that divides evenly lets DeepSpeed derive the missing factor."""
+    raw = ds(raw, train_batch_size=96)
+    del raw["training"]["ds_config"]["gradient_accumulation_steps"]
+    raw["training"]["script"] = "/app/mine.py"
+    assert parse_stack_config(raw).training.ds_config["train_batch_size"] == 96
+
+
+def test_ds_batch_not_positive(raw: dict[str, Any]) -> None:
+    """A batch key that is not a positive integer is refused."""
+    assert problems(ds(raw, gradient_accumulation_steps=0)) == [
+        "training.ds_config.gradient_accumulation_steps: 0 is not a positive integer; "
+        "allowed: an integer >= 1"
+    ]
+
+
+def test_ds_batch_unset(raw: dict[str, Any]) -> None:
+    """Neither train_batch_size nor the micro batch set is refused (DeepSpeed asserts)."""
+    raw["training"].update(script="/app/mine.py", ds_config={"gradient_accumulation_steps": 2})
+    assert problems(raw) == [
+        "training.ds_config: neither train_batch_size nor train_micro_batch_size_per_gpu is "
+        "set; allowed: either (DeepSpeed derives the rest)"
+    ]
+
+
+def test_ds_image_trainer_keys(raw: dict[str, Any]) -> None:
+    """With the image's train.py, micro batch, GA and optimizer.type are required."""
+    raw["training"]["ds_config"] = {"train_batch_size": 24}
+    assert problems(raw) == [
+        "training.ds_config: train_micro_batch_size_per_gpu, gradient_accumulation_steps, "
+        "optimizer.type not set; allowed: set them (/opt/dss/train.py in the image requires them)"
+    ]
+
+
+def test_ds_zero_stage(raw: dict[str, Any]) -> None:
+    """A ZeRO stage outside 0..3 is refused."""
+    assert problems(ds(raw, zero_optimization={"stage": 4})) == [
+        "training.ds_config.zero_optimization.stage: 4 is not a ZeRO stage; allowed: 0, 1, 2, 3"
+    ]
+
+
+def test_ds_fp16_and_bf16(raw: dict[str, Any]) -> None:
+    """fp16 and bf16 both enabled is refused (DeepSpeed asserts)."""
+    raw = ds(raw, fp16={"enabled": True}, bfloat16={"enabled": True})
+    assert problems(raw) == [
+        "training.ds_config: fp16.enabled and bf16.enabled are both true; allowed: at most one "
+        "of them"
+    ]
+
+
+def test_ds_unknown_optimizer(raw: dict[str, Any]) -> None:
+    """An optimizer neither DeepSpeed nor torch.optim knows is refused with both lists."""
+    assert problems(ds(raw, optimizer={"type": "Adamm"})) == [
+        "training.ds_config.optimizer.type: 'Adamm' is not an optimizer DeepSpeed knows; "
+        "allowed: adagrad, adam, adamw, lamb, onebitadam, onebitlamb, zerooneadam, muadam, "
+        "muadamw, musgd, lion, muon (any case), or torch.optim's ASGD, Adadelta, Adafactor, "
+        "Adagrad, Adam, AdamW, Adamax, LBFGS, NAdam, RAdam, RMSprop, Rprop, SGD, SparseAdam"
+    ]
+
+
+def test_ds_optimizer_names_accepted(raw: dict[str, Any]) -> None:
+    """DeepSpeed's optimizers in any case and torch.optim's classes are accepted."""
+    for name in ("OneBitAdam", "ZeroOneAdam", "Lion", "SGD", "RMSprop"):
+        parse_stack_config(ds(raw, optimizer={"type": name}))
+
+
+def test_ds_max_grad_norm(raw: dict[str, Any]) -> None:
+    """max_grad_norm as an optimizer parameter is refused (DeepSpeed raises)."""
+    raw = ds(raw, optimizer={"type": "AdamW", "params": {"max_grad_norm": 1.0}})
+    assert problems(raw) == [
+        "training.ds_config.optimizer.params.max_grad_norm: DeepSpeed refuses it; allowed: "
+        "the top-level gradient_clipping key"
+    ]
+
+
+def test_ds_unknown_scheduler(raw: dict[str, Any]) -> None:
+    """A scheduler neither DeepSpeed nor torch knows is refused with both lists."""
+    assert problems(ds(raw, scheduler={"type": "Cosine"})) == [
+        "training.ds_config.scheduler.type: 'Cosine' is not a scheduler DeepSpeed knows; "
+        "allowed: LRRangeTest, OneCycle, WarmupLR, WarmupDecayLR, WarmupCosineLR, or "
+        "torch.optim.lr_scheduler's ChainedScheduler, ConstantLR, CosineAnnealingLR, "
+        "CosineAnnealingWarmRestarts, CyclicLR, ExponentialLR, LambdaLR, LinearLR, MultiStepLR, "
+        "MultiplicativeLR, OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR"
+    ]
+
+
+def test_ds_cpu_offload_warns(dev_raw: dict[str, Any]) -> None:
+    """ZeRO offload on a CPU-only run is a warning."""
+    zero = {"stage": 2, "offload_optimizer": {"device": "cpu"}}
+    raw = ds(dev_raw, zero_optimization=zero, gradient_accumulation_steps=1)
+    assert warnings_of(raw) == [
+        "training.ds_config.zero_optimization.offload_optimizer: offloads to 'cpu' on a "
+        "CPU-only run, where the model already lives in host memory"
+    ]
+
+
+def test_ds_cpu_fp16_warns(dev_raw: dict[str, Any]) -> None:
+    """fp16 on a CPU-only run is a warning."""
+    assert warnings_of(ds(dev_raw, fp16={"enabled": True})) == [
+        "training.ds_config.fp16: enabled on a CPU-only run; DeepSpeed's CPU accelerator "
+        "refuses fp16 unless the CPU has native fp16 (use bf16)"
+    ]
+
+
+@pytest.mark.parametrize("name", ["RANK", "LOCAL_WORLD_SIZE", "CROSS_RANK", "NODE_RANK"])
+def test_env_launcher_owned(raw: dict[str, Any], name: str) -> None:
+    """A variable the launcher sets per rank is refused in training.env."""
+    raw["training"]["env"] = {name: "0"}
+    assert problems(raw) == [
+        f"training.env: {name} is set per rank by the launcher; allowed: any variable except "
+        "RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK, "
+        "GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, CROSS_RANK, CROSS_SIZE, "
+        "CUDA_VISIBLE_DEVICES, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, "
+        "TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_USE_AGENT_STORE"
+    ]
+
+
+def test_env_stack_owned(raw: dict[str, Any]) -> None:
+    """A variable the stack derives from another key is refused, naming that key."""
+    raw["training"]["env"] = {"DSS_SSH_PORT": "22"}
+    assert problems(raw) == [
+        "training.env: DSS_SSH_PORT is derived from training.sshd_port; allowed: set that "
+        "key instead"
+    ]
+
+
+def test_relative_dataset_source(raw: dict[str, Any]) -> None:
+    """A relative bind source is refused."""
+    raw["training"]["datasets"] = [{"source": "datasets", "target": "/datasets"}]
+    assert problems(raw) == [
+        "training.datasets[0].source: 'datasets' is a relative path; allowed: an absolute "
+        "path (Docker bind mounts take no relative paths)"
+    ]
+
+
+def test_relative_data_dir(raw: dict[str, Any]) -> None:
+    """A relative data_dir is refused."""
+    raw["training"]["data_dir"] = "shared"
+    assert problems(raw) == [
+        "training.data_dir: 'shared' is a relative path; allowed: an absolute path (Docker "
+        "bind mounts take no relative paths)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("target", "taken"),
+    [("/data", "/data (training.data_dir)"), ("/opt", "/opt/dss (the image home)")],
+)
+def test_dataset_target_reserved(raw: dict[str, Any], target: str, taken: str) -> None:
+    """A dataset target on, above or inside a path the stack mounts is refused."""
+    raw["training"]["datasets"] = [{"source": "/mnt/x", "target": target}]
+    assert problems(raw) == [
+        f"training.datasets[0].target: {target!r} collides with {taken}; allowed: a path "
+        "outside /data, /dev/shm, /run/secrets, /opt/dss"
+    ]
+
+
+def test_dataset_target_duplicate(raw: dict[str, Any]) -> None:
+    """Two datasets on one target are refused."""
+    raw["training"]["datasets"] = [
+        {"source": "/mnt/a", "target": "/datasets"},
+        {"source": "/mnt/b", "target": "/datasets/"},
+    ]
+    assert problems(raw) == [
+        "training.datasets[1].target: '/datasets/' is already the target of "
+        "training.datasets[0]; allowed: one mount per target"
+    ]
+
+
+def test_dataset_source_in_data_dir_warns(raw: dict[str, Any]) -> None:
+    """A dataset source inside data_dir is a warning (mounted twice)."""
+    raw["training"]["datasets"] = [{"source": "/data/sets", "target": "/datasets"}]
+    assert warnings_of(raw) == [
+        "training.datasets[0].source: '/data/sets' overlaps training.data_dir '/data', which "
+        "the tasks already mount read-write at /data"
+    ]
+
+
+def test_network_name(raw: dict[str, Any]) -> None:
+    """A network name Swarm refuses is refused."""
+    raw["network"]["name"] = "ds.net"
+    assert problems(raw) == [
+        "network.name: 'ds.net' is not a network name Swarm accepts; allowed: up to 63 letters "
+        "and digits, with '-' or '_' only between them"
+    ]
+
+
+def test_repository_name(raw: dict[str, Any]) -> None:
+    """An upper-case repository is refused."""
+    raw["image"] = {"repository": "DeepSpeed/train"}
+    assert problems(raw) == [
+        "image.repository: 'DeepSpeed/train' is not a Docker repository name; allowed: "
+        "'/'-separated lower-case [a-z0-9] components joined by '.', '_', '__' or '-'"
+    ]
+
+
+@pytest.mark.parametrize("registry", ["https://reg.example", "reg.example:70000"])
+def test_registry_host(raw: dict[str, Any], registry: str) -> None:
+    """A registry with a scheme or an impossible port is refused."""
+    raw["image"] = {"registry": registry}
+    assert problems(raw) == [
+        f"image.registry: {registry!r} is not a registry host; allowed: host[:port], e.g. "
+        "'registry.example.com:5000' (no scheme, no path)"
+    ]
+
+
+def test_shared_docker_endpoint(raw: dict[str, Any]) -> None:
+    """Two hosts on one Docker engine endpoint are refused."""
+    raw["hosts"][2]["docker_host"] = "ssh://root@gpu-02"
+    assert problems(raw) == [
+        "hosts[].docker_host: 'ssh://root@gpu-02' is the endpoint of 2 hosts; allowed: each "
+        "host its own Docker engine (one engine is one swarm node)"
+    ]
+
+
+def test_subnet_contains_host(raw: dict[str, Any]) -> None:
+    """An overlay subnet containing a host's address is refused."""
+    raw["network"]["subnet"] = "10.0.0.0/16"
+    assert problems(raw)[0] == (
+        "network.subnet: 10.0.0.0/16 contains hosts[0].address 10.0.0.1; allowed: a subnet "
+        "clear of the hosts' addresses (tasks would shadow the host)"
+    )
+
+
+def test_subnet_too_small(raw: dict[str, Any]) -> None:
+    """An overlay subnet without room for every host's tasks is refused."""
+    raw["network"]["subnet"] = "10.20.0.0/29"
+    assert problems(raw) == [
+        "network.subnet: 10.20.0.0/29 has 5 usable addresses but 3 hosts need 9; allowed: a "
+        "prefix with at least 12 addresses"
+    ]
+
+
+def test_subnet_docker_pool_warns(raw: dict[str, Any]) -> None:
+    """An overlay subnet in Docker's local pool is a warning."""
+    raw["network"]["subnet"] = "172.18.0.0/16"
+    assert warnings_of(raw) == [
+        "network.subnet: 172.18.0.0/16 overlaps 172.18.0.0/15 (Docker's local pool (docker0, "
+        "docker_gwbridge)); tasks may route that range the wrong way, or the network create "
+        "may be refused"
+    ]
+
+
+def test_subnet_ingress_warns(raw: dict[str, Any]) -> None:
+    """An overlay subnet on the swarm's default ingress is a warning."""
+    raw["hosts"] = [host(i, "manager" if i == 1 else "worker") for i in (1, 2, 3)]
+    for h in raw["hosts"]:
+        h["address"] = h["address"].replace("10.0.0.", "192.0.2.")
+    raw["network"]["subnet"] = "10.0.0.0/23"
+    assert warnings_of(raw) == [
+        "network.subnet: 10.0.0.0/23 overlaps 10.0.0.0/24 (the swarm's default ingress "
+        "network); tasks may route that range the wrong way, or the network create may be "
+        "refused"
+    ]
+
+
+def test_host_address_not_a_name(raw: dict[str, Any]) -> None:
+    """A host address that is neither an IP nor a DNS name is refused."""
+    raw["hosts"][1]["address"] = "gpu_02.example"
+    assert problems(raw) == [
+        "hosts[1].address: 'gpu_02.example' is neither an IP address nor a DNS host name; "
+        "allowed: an IP address, or dot-separated labels of letters, digits and inner '-'"
+    ]
+
+
+def test_checkpoint_after_last_step_warns(raw: dict[str, Any]) -> None:
+    """checkpoint_every above steps is a warning: only the final checkpoint is written."""
+    raw["training"].update(steps=100, checkpoint_every=500)
+    assert warnings_of(raw) == [
+        "training.checkpoint_every: 500 > training.steps 100: the only checkpoint is the final "
+        "one; a failure restarts from step 0"
+    ]
+
+
+def test_short_grace_period_warns(raw: dict[str, Any]) -> None:
+    """A stop grace period under 30s is a warning."""
+    raw["training"]["stop_grace_period"] = "10s"
+    assert warnings_of(raw) == [
+        "training.stop_grace_period: 10s leaves little time for the final checkpoint before "
+        "SIGKILL; suggested: at least 30s"
+    ]
+
+
+def test_gpu_uuid_on_two_hosts(raw: dict[str, Any]) -> None:
+    """One GPU UUID pinned on two hosts is refused."""
+    for h in raw["hosts"][:2]:
+        h["gpus"].update(count=1, uuids=["GPU-a"])
+    raw["training"]["gpus_per_node"] = 1
+    assert problems(raw) == [
+        "hosts[].gpus.uuids: 'GPU-a' is listed on hosts ['gpu-01', 'gpu-02']; allowed: each "
+        "GPU UUID on one host"
+    ]
+
+
+def test_driver_version_not_numeric(raw: dict[str, Any]) -> None:
+    """A minimum driver version that is not dotted numbers is refused."""
+    raw["preflight"] = {"min_driver_version": "r550"}
+    assert problems(raw) == [
+        "preflight.min_driver_version: 'r550' is not a driver version; allowed: dotted numbers, "
+        "e.g. '535.0' or '550.54.15'"
+    ]
+
+
+def test_load_emits_warnings(
+    mocks: object, raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load() shows each rule warning through pulumi.log.warn (visible in the preview)."""
+    import pulumi
+
+    from infra import config
+    from tests.unit.infra.samples import set_stack_config
+
+    shown: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda msg, *a, **k: shown.append(msg))
+    raw["training"]["stop_grace_period"] = "10s"
+    set_stack_config(raw)
+    config.load()
+    assert shown == parse_stack_config(raw).warnings() and len(shown) == 1, "one warning shown"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra import render
-from infra.config import parse_stack_config
+from infra.config import STACK_ENV, parse_stack_config
 
 pytestmark = pytest.mark.unit
 
@@ -165,3 +165,10 @@ def test_tree_hash_changes_with_content(tmp_path: Path) -> None:
     before = render.tree_hash(tmp_path)
     (tmp_path / "train.py").write_text("print(2)\n")
     assert render.tree_hash(tmp_path) != before
+
+
+def test_stack_env_is_refused_in_training_env(raw: dict[str, Any]) -> None:
+    """Every DSS_* variable training_env derives is one config refuses in training.env."""
+    env = render.training_env(parse_stack_config(raw))
+    derived = {k for k in env if k.startswith("DSS_")}
+    assert derived <= set(STACK_ENV), f"not guarded by config.STACK_ENV: {derived - set(STACK_ENV)}"
