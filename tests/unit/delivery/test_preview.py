@@ -78,40 +78,33 @@ def test_stack_and_components_are_not_changes() -> None:
     assert "deepspeed-swarm-dev" not in names and "dev-train" not in names
 
 
-def test_image_change_on_service_restarts() -> None:
-    """A service whose image changes restarts the running job, and says why."""
-    master = by_name("dev-image-change")["dev-train-master"]
-    assert master.impact is Impact.RESTARTS, "dev-train-master"
-    assert "image changed" in master.why, "dev-train-master"
+IMPACTS = [
+    # (behaviour, fixture, resource, impact, words in the reason)
+    (
+        "image change on a service",
+        "dev-image-change",
+        "dev-train-master",
+        Impact.RESTARTS,
+        "image changed",
+    ),
+    ("warm-up service roll", "dev-image-change", "dev-train-net-warmup", Impact.NONE, "warm-up"),
+    ("launch replaced", "dev-add-host", "dev-launch-run", Impact.RESTARTS, "restarted"),
+    ("worker replicas", "dev-add-host", "dev-train-worker", Impact.MOVES, "1 -> 2"),
+    ("node label change", "dev-add-host", "dev-swarm-node-lab-h2", Impact.MOVES, "labels"),
+    ("new secret", "dev-add-host", "dev-secrets-hf-token", Impact.NONE, "not used"),
+    ("new host facts", "dev-add-host", "dev-facts-lab-h3", Impact.NONE, "read-only"),
+    ("drained node (drift)", "prod-drift", "prod-swarm-node-gpu-05", Impact.MOVES, "availability"),
+]
 
 
-def test_warmup_service_leaves_training_alone() -> None:
-    """Rolling the overlay warm-up service leaves training alone."""
-    assert by_name("dev-image-change")["dev-train-net-warmup"].impact is Impact.NONE
-
-
-def test_launch_replace_restarts() -> None:
-    """Replacing the launch command restarts the run."""
-    assert by_name("dev-add-host")["dev-launch-run"].impact is Impact.RESTARTS
-
-
-def test_worker_replicas_move_tasks() -> None:
-    """A worker replica count change moves tasks and shows old and new counts."""
-    worker = by_name("dev-add-host")["dev-train-worker"]
-    assert worker.impact is Impact.MOVES, "dev-train-worker"
-    assert "1 -> 2" in worker.why, "dev-train-worker"
-
-
-def test_node_label_change_moves_tasks() -> None:
-    """A SwarmNode label change moves tasks."""
-    assert by_name("dev-add-host")["dev-swarm-node-lab-h2"].impact is Impact.MOVES
-
-
-def test_new_secret_and_facts_leave_training_alone() -> None:
-    """A new secret and new host facts leave training alone."""
-    changes = by_name("dev-add-host")
-    assert changes["dev-secrets-hf-token"].impact is Impact.NONE, "dev-secrets-hf-token"
-    assert changes["dev-facts-lab-h3"].impact is Impact.NONE, "dev-facts-lab-h3"
+@pytest.mark.parametrize(
+    ("fixture", "name", "level", "words"), [i[1:] for i in IMPACTS], ids=[i[0] for i in IMPACTS]
+)
+def test_training_impact(fixture: str, name: str, level: Impact, words: str) -> None:
+    """Each kind of change gets its training impact, and the reason says why."""
+    change = by_name(fixture)[name]
+    assert change.impact is level, f"{name}: impact"
+    assert words in change.why, f"{name}: reason {change.why!r}"
 
 
 def test_components_from_urn_parent_chain() -> None:
