@@ -72,6 +72,8 @@ def container_spec(
         stop_signal="SIGTERM",
         stop_grace_period=t.stop_grace_period,
         hostname="{{.Service.Name}}-{{.Task.Slot}}",
+        # The image's USER, stated so the policy pack (policy/) can check it.
+        user=render.TRAIN_UID,
     )
 
 
@@ -103,6 +105,7 @@ def warmup_spec(
         container_spec=docker.ServiceTaskSpecContainerSpecArgs(
             image=image_ref,
             commands=["sleep", "infinity"],
+            user=render.TRAIN_UID,
             # The image's healthcheck probes sshd, which this task does not run.
             healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
         ),

@@ -1,0 +1,1 @@
+"""The project's policy pack (pulumi-policy): guardrails every preview and update runs."""

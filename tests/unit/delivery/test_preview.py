@@ -1,0 +1,131 @@
+"""delivery.preview: `pulumi preview --json` rendered for a reviewer (golden files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delivery import preview
+from delivery.preview import Impact
+
+pytestmark = pytest.mark.unit
+
+HERE = Path(__file__).parent
+FIXTURES = HERE / "fixtures"
+GOLDEN = HERE / "golden"
+ROOT = HERE.parents[2]
+
+
+def digest(name: str) -> dict[str, Any]:
+    """A preview digest fixture (fixtures/README.md says where they come from)."""
+    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
+    return data
+
+
+def golden(name: str, text: str) -> None:
+    """Compare with golden/<name> byte for byte; DSS_UPDATE_GOLDEN=1 rewrites it."""
+    path = GOLDEN / name
+    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
+
+
+def by_name(name: str) -> dict[str, preview.Change]:
+    return {c.name: c for c in preview.changes(digest(name))}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "stack"),
+    [("dev-image-change", "dev"), ("dev-add-host", "dev"), ("prod-no-changes", "prod")],
+)
+def test_comment_matches_golden(fixture: str, stack: str) -> None:
+    """The PR comment of each fixture equals its golden markdown."""
+    golden(f"{fixture}.md", preview.render(digest(fixture), stack))
+
+
+def test_drift_issue_matches_golden() -> None:
+    """The drift issue body names the drifted resources and equals its golden markdown."""
+    text = preview.render_drift(digest("prod-drift"), "prod", "https://ci.example/run/1")
+    golden("prod-drift-issue.md", text)
+
+
+def test_script_renders_stdin() -> None:
+    """scripts/preview-comment reads the JSON on stdin and prints the same comment."""
+    out = subprocess.run(
+        [ROOT / "scripts" / "preview-comment", "--stack", "dev"],
+        input=(FIXTURES / "dev-image-change.json").read_text(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == preview.render(digest("dev-image-change"), "dev")
+
+
+def test_replacement_steps_fold_into_one_replace() -> None:
+    """create-replacement, replace and delete-replaced of one URN count as one replace."""
+    runs = [c for c in preview.changes(digest("dev-image-change")) if c.name == "dev-launch-run"]
+    assert [c.op for c in runs] == ["replace"], "dev-launch-run: one replace"
+
+
+def test_stack_and_components_are_not_changes() -> None:
+    """The root stack and the project's components themselves are not listed."""
+    names = by_name("dev-image-change")
+    assert "deepspeed-swarm-dev" not in names and "dev-train" not in names
+
+
+IMPACTS = [
+    # (behaviour, fixture, resource, impact, words in the reason)
+    (
+        "image change on a service",
+        "dev-image-change",
+        "dev-train-master",
+        Impact.RESTARTS,
+        "image changed",
+    ),
+    ("warm-up service roll", "dev-image-change", "dev-train-net-warmup", Impact.NONE, "warm-up"),
+    ("launch replaced", "dev-add-host", "dev-launch-run", Impact.RESTARTS, "restarted"),
+    ("worker replicas", "dev-add-host", "dev-train-worker", Impact.MOVES, "1 -> 2"),
+    ("node label change", "dev-add-host", "dev-swarm-node-lab-h2", Impact.MOVES, "labels"),
+    ("new secret", "dev-add-host", "dev-secrets-hf-token", Impact.NONE, "not used"),
+    ("new host facts", "dev-add-host", "dev-facts-lab-h3", Impact.NONE, "read-only"),
+    ("drained node (drift)", "prod-drift", "prod-swarm-node-gpu-05", Impact.MOVES, "availability"),
+]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "name", "level", "words"), [i[1:] for i in IMPACTS], ids=[i[0] for i in IMPACTS]
+)
+def test_training_impact(fixture: str, name: str, level: Impact, words: str) -> None:
+    """Each kind of change gets its training impact, and the reason says why."""
+    change = by_name(fixture)[name]
+    assert change.impact is level, f"{name}: impact"
+    assert words in change.why, f"{name}: reason {change.why!r}"
+
+
+def test_components_from_urn_parent_chain() -> None:
+    """A resource's component is the nearest deepspeed-swarm:* type in its URN."""
+    types, name = preview.parse_urn(
+        "urn:pulumi:dev::deepspeed-swarm::deepspeed-swarm:services:TrainingServices"
+        "$docker:index/service:Service::dev-train-master"
+    )
+    assert (preview.component_of(types), name) == (
+        "deepspeed-swarm:services:TrainingServices",
+        "dev-train-master",
+    )
+
+
+def test_bad_urn_refused() -> None:
+    """A string that is not a URN is refused, naming it."""
+    with pytest.raises(ValueError, match="not-a-urn"):
+        preview.parse_urn("not-a-urn")
+
+
+def test_secret_values_never_printed() -> None:
+    """Only property names reach the comment, never input values."""
+    text = preview.render(digest("dev-image-change"), "dev")
+    assert "sha256:" not in text and "[secret]" not in text
