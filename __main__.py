@@ -53,6 +53,7 @@ launch = TrainingLaunch(
     service_names=services.service_names,
     network_id=network.network_id,
     image_ref=image.ref,
+    task_spec_digest=services.task_spec_digest,
 )
 
 # 5. Outputs a PR preview and an operator read.
@@ -64,6 +65,7 @@ pulumi.export("serviceNames", services.service_names)
 pulumi.export("imageTag", image.tag)
 pulumi.export("imageRef", image.ref)
 pulumi.export("networkId", network.network_id)
+pulumi.export("networkName", network.network_name)
 pulumi.export("networkMtu", network.mtu)
 pulumi.export("swarmId", swarm.swarm_id)
 pulumi.export("logsCommand", render.logs_command(cfg))

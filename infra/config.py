@@ -318,7 +318,8 @@ class Network(_Model):
     """The overlay network the training tasks talk over."""
 
     name: str = "ds-net"
-    """Network name. Default `ds-net`."""
+    """Network name prefix: the network is `<name>-<6 hex>` (its VNI), a new
+    suffix with every replacement (stack output `networkName`). Default `ds-net`."""
     mtu: Mtu = 9000
     """Overlay MTU (`com.docker.network.driver.mtu`). Default 9000."""
     underlay_mtu: Mtu = 9100
@@ -718,15 +719,16 @@ class StackConfig(_Model):
         )
 
     # -- Docker and Swarm names -------------------------------------------------
-    @rule("network.name", "error", "A name Swarm accepts: letters, digits, inner '-'/'_', 63 max.")
+    # 56: infra/network.py appends `-<6 hex>` (the VNI) and Swarm takes 63.
+    @rule("network.name", "error", "A name Swarm accepts: letters, digits, inner '-'/'_', 56 max.")
     def _network_name(self) -> list[str]:
         return _pattern_problems(
             "network.name",
             self.network.name,
             _SWARM_NAME,
             "a network name Swarm accepts",
-            "up to 63 letters and digits, with '-' or '_' only between them",
-            max_len=63,
+            "up to 56 letters and digits, with '-' or '_' only between them",
+            max_len=56,
         )
 
     @rule("image.repository", "error", "A Docker repository path: lower-case components.")

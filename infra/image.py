@@ -16,6 +16,9 @@ import pulumi_docker as docker
 from infra import render
 from infra.config import Image, StackConfig
 
+# The one platform the image is built for; services declare it in their placement.
+PLATFORM_OS, PLATFORM_ARCH = "linux", "amd64"
+
 
 def image_tag(project_dir: Path, image: Image) -> str:
     """Content tag: a one-line change in the build context gives a new tag."""
@@ -54,7 +57,7 @@ class TrainingImage(pulumi.ComponentResource):
             dockerfile=f"{img.context}/{img.dockerfile}",
             args=img.build_args,
             builder_version=docker.BuilderVersion(img.builder),
-            platform="linux/amd64",
+            platform=f"{PLATFORM_OS}/{PLATFORM_ARCH}",
         )
         if img.registry:
             builder = docker.Provider(

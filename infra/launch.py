@@ -120,7 +120,14 @@ class TaskRosterProvider(BoundaryProvider):
         return ReadResult(id_=id_, outs={**props, "entries": _roster(props)})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("services", "network_id", "expected_tasks", "image_ref", "leader_endpoint")
+        keys = (
+            "services",
+            "network_id",
+            "expected_tasks",
+            "image_ref",
+            "task_spec_digest",
+            "leader_endpoint",
+        )
         roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
         changed = any(olds.get(k) != news.get(k) for k in keys)
         return DiffResult(changes=changed or not roster_ok)
@@ -173,6 +180,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         service_names: list[str],
         network_id: pulumi.Input[str],
         image_ref: pulumi.Input[str],
+        task_spec_digest: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("deepspeed-swarm:launch:TrainingLaunch", name, None, opts)
@@ -186,8 +194,10 @@ class TrainingLaunch(pulumi.ComponentResource):
                 "services": service_names,
                 "network_id": network_id,
                 "expected_tasks": len(cfg.hosts),
-                # A new image restarts every task: wait for and re-read the new ones.
+                # A new image, or any task-spec update, restarts every task: wait
+                # for and re-read the new ones.
                 "image_ref": image_ref,
+                "task_spec_digest": task_spec_digest,
                 "timeout_s": 600,
             },
             pulumi.ResourceOptions(parent=self, depends_on=services),
@@ -196,6 +206,9 @@ class TrainingLaunch(pulumi.ComponentResource):
         self.hostfile = entries.apply(lambda es: render.render_hostfile(es, slots))
         self.rank_map = entries.apply(lambda es: render.rank_map(es, slots))
         self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
+        # The tasks the run lives in: new tasks (an update, a task moved by Swarm)
+        # mean the old launch died with its containers, so launch again.
+        task_ids = entries.apply(lambda es: ",".join(e["task_id"] for e in es))
         ds_json = render.ds_config_json(t)
         grace = duration_seconds(t.stop_grace_period)
         nnodes = len(cfg.hosts)
@@ -229,8 +242,10 @@ class TrainingLaunch(pulumi.ComponentResource):
                     f"{name}-run{suffix}",
                     connection=connection(cfg, host),
                     create=script,
-                    delete=render.stop_script(service=service, grace_seconds=grace),
-                    triggers=[image_ref, ds_json or t.ds_config, self.hostfile],
+                    delete=render.stop_script(
+                        service=service, grace_seconds=grace, pattern=t.script
+                    ),
+                    triggers=[image_ref, ds_json or t.ds_config, self.hostfile, task_ids],
                     opts=pulumi.ResourceOptions(
                         parent=self,
                         depends_on=[self.roster],

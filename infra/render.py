@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from infra.config import DATA_MOUNT, IMAGE_HOME, SECRETS_DIR, Host, StackConfig, Training
+from infra.config import (
+    DATA_MOUNT,
+    IMAGE_HOME,
+    SECRETS_DIR,
+    Host,
+    StackConfig,
+    Training,
+    duration_seconds,
+)
 
 # Launch files live on the shared /data: pdsh starts ranks on the workers, whose
 # train.py checks its world size against the same hostfile.
@@ -269,10 +277,12 @@ echo "launch: started on $(hostname) in $ctr"
 """
 
 
-def stop_script(*, service: str, grace_seconds: int, pattern: str = f"{IMAGE_HOME}/") -> str:
+def stop_script(*, service: str, grace_seconds: int, pattern: str) -> str:
     """Shell run over SSH on delete: SIGTERM the training processes (command lines
-    matching `pattern`: they finish the step and checkpoint), wait up to the grace
-    period, then report."""
+    matching `pattern`, the training script: the launcher and every rank name it;
+    they finish the step and checkpoint), wait up to the grace period, then report.
+    The pattern must not match the task's own entrypoint or sshd: a task whose
+    sshd dies exits, and Swarm restarts it somewhere with a new address."""
     pat = shlex.quote(pattern)
     return f"""set -u
 ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)
@@ -287,6 +297,22 @@ for i in $(seq 1 {grace_seconds}); do
 done
 echo "stop: still running after {grace_seconds}s; the task's stop_grace_period applies" >&2
 """
+
+
+def docker_duration(value: str) -> str:
+    """A duration spelled as the docker provider reads it back from Swarm: Go's
+    `time.Duration` with trailing zero units dropped (`60s` -> `1m`, `90s` ->
+    `1m30s`, `3600s` -> `1h`). Spelled any other way, every refresh would see a
+    change (`stopGracePeriod: "1m" => "60s"`) and replace the service."""
+    hours, rest = divmod(duration_seconds(value), 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{hours}h{minutes}m{seconds}s" if hours else f"{minutes}m{seconds}s"
+    text = text if hours or minutes else f"{seconds}s"
+    if text.endswith("m0s"):
+        text = text[:-2]
+    if text.endswith("h0m"):
+        text = text[:-2]
+    return text
 
 
 def metrics_path(cfg: StackConfig) -> str:

@@ -10,13 +10,17 @@ so the launch that depends on these services starts against live containers.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_docker as docker
 
 from infra import render
 from infra.config import DATA_MOUNT, IMAGE_HOME, SHM_MOUNT, StackConfig, size_bytes
+from infra.image import PLATFORM_ARCH, PLATFORM_OS
 
 
 def container_spec(
@@ -30,11 +34,13 @@ def container_spec(
         ),
         # Swarm services have no --shm-size: a sized tmpfs at /dev/shm instead
         # (NCCL and the DataLoader's workers need more than Docker's 64 MiB).
+        # Mode 0777, not 01777: Swarm keeps only the permission bits, and asked
+        # for the sticky bit every refresh would report the mount as drifted.
         docker.ServiceTaskSpecContainerSpecMountArgs(
             type="tmpfs",
             target=SHM_MOUNT,
             tmpfs_options=docker.ServiceTaskSpecContainerSpecMountTmpfsOptionsArgs(
-                size_bytes=size_bytes(t.shm_size), mode=0o1777
+                size_bytes=size_bytes(t.shm_size), mode=0o777
             ),
         ),
         *[
@@ -62,19 +68,26 @@ def container_spec(
         ],
         healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
             tests=["CMD", f"{IMAGE_HOME}/healthcheck.sh"],
-            interval="10s",
-            timeout="5s",
+            interval=render.docker_duration("10s"),
+            timeout=render.docker_duration("5s"),
             retries=3,
-            start_period="20s",
+            start_period=render.docker_duration("20s"),
         ),
         # SIGTERM reaches the launcher and ranks; they finish the step and
         # checkpoint within the grace period before Docker sends SIGKILL.
         stop_signal="SIGTERM",
-        stop_grace_period=t.stop_grace_period,
+        stop_grace_period=render.docker_duration(t.stop_grace_period),
         hostname="{{.Service.Name}}-{{.Task.Slot}}",
         # The image's USER, stated so the policy pack (policy/) can check it.
         user=render.TRAIN_UID,
     )
+
+
+# Swarm records the image's platform in the service's placement, so the program
+# states it too (otherwise every refresh reports `placement.platforms` as drift).
+PLATFORMS = [
+    docker.ServiceTaskSpecPlacementPlatformArgs(architecture=PLATFORM_ARCH, os=PLATFORM_OS)
+]
 
 
 def gpu_reservation(gpus: int) -> docker.ServiceTaskSpecResourcesArgs | None:
@@ -110,8 +123,29 @@ def warmup_spec(
             healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
         ),
         networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
-        placement=docker.ServiceTaskSpecPlacementArgs(max_replicas=1),
+        placement=docker.ServiceTaskSpecPlacementArgs(max_replicas=1, platforms=PLATFORMS),
     )
+
+
+def spec_digest(cfg: StackConfig, *inputs: pulumi.Input[str]) -> pulumi.Output[str]:
+    """A digest of everything the training tasks' specs are made from: the stack
+    config and the image, network and secret ids.
+
+    Any change to a task spec makes Swarm restart every task of the service, and
+    the launched training dies with them; the launch's roster takes this digest
+    as an input so that such an update re-reads the tasks (and the launch, whose
+    triggers hold the task ids, starts again in the new ones). It may change
+    without a restart (a config key no task uses): the roster then re-reads the
+    same tasks and nothing relaunches. Taken from the program's inputs, never from
+    what Swarm reads back, so a refresh does not change it.
+    """
+    static = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+
+    def digest(values: list[Any]) -> str:
+        text = static + json.dumps(values, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    return pulumi.Output.all(*inputs).apply(digest)
 
 
 class TrainingServices(pulumi.ComponentResource):
@@ -122,6 +156,8 @@ class TrainingServices(pulumi.ComponentResource):
     master: docker.Service
     workers: docker.Service | None
     service_names: list[str]
+    task_spec_digest: pulumi.Output[str]
+    """Changes whenever an update restarts the training tasks (see spec_digest)."""
 
     def __init__(
         self,
@@ -158,6 +194,24 @@ class TrainingServices(pulumi.ComponentResource):
             ),
         )
 
+        def task_spec(role: str) -> docker.ServiceTaskSpecArgs:
+            return docker.ServiceTaskSpecArgs(
+                container_spec=spec,
+                networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
+                placement=docker.ServiceTaskSpecPlacementArgs(
+                    constraints=render.placement_constraints(role),
+                    max_replicas=1,
+                    platforms=PLATFORMS,
+                ),
+                resources=gpu_reservation(t.gpus_per_node),
+                restart_policy=docker.ServiceTaskSpecRestartPolicyArgs(
+                    condition=rp.condition,
+                    delay=render.docker_duration(rp.delay),
+                    max_attempts=rp.max_attempts,
+                    window=render.docker_duration(rp.window),
+                ),
+            )
+
         def service(svc_name: str, role: str, replicas: int) -> docker.Service:
             return docker.Service(
                 f"{name}-{role}",
@@ -165,20 +219,7 @@ class TrainingServices(pulumi.ComponentResource):
                 mode=docker.ServiceModeArgs(
                     replicated=docker.ServiceModeReplicatedArgs(replicas=replicas)
                 ),
-                task_spec=docker.ServiceTaskSpecArgs(
-                    container_spec=spec,
-                    networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
-                    placement=docker.ServiceTaskSpecPlacementArgs(
-                        constraints=render.placement_constraints(role), max_replicas=1
-                    ),
-                    resources=gpu_reservation(t.gpus_per_node),
-                    restart_policy=docker.ServiceTaskSpecRestartPolicyArgs(
-                        condition=rp.condition,
-                        delay=rp.delay,
-                        max_attempts=rp.max_attempts,
-                        window=rp.window,
-                    ),
-                ),
+                task_spec=task_spec(role),
                 endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
                 converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="10m"),
                 labels=[docker.ServiceLabelArgs(label="dss.role", value=role)],
@@ -195,4 +236,9 @@ class TrainingServices(pulumi.ComponentResource):
         self.service_names = [render.MASTER_SERVICE] + (
             [render.WORKER_SERVICE] if n_workers else []
         )
-        self.register_outputs({"service_names": self.service_names})
+        self.task_spec_digest = spec_digest(
+            cfg, image_ref, network_id, *[s.id for s in secrets.values()]
+        )
+        self.register_outputs(
+            {"service_names": self.service_names, "task_spec_digest": self.task_spec_digest}
+        )

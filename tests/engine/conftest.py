@@ -34,23 +34,27 @@ def project_env() -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.split("\0") if "=" in line)
 
 
-ENGINE_BINARIES = (
-    "pulumi",
-    "pulumi-language-python",
-    "pulumi-resource-docker",
-    "pulumi-resource-command",
-)
+# On PATH: the CLI, the language host and the plugin that runs dynamic providers.
+# The docker and command providers are registered in PULUMI_HOME instead.
+ENGINE_BINARIES = ("pulumi", "pulumi-language-python", "pulumi-resource-pulumi-python")
+ENGINE_PLUGINS = ("docker", "command")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def engine() -> None:
     """The real engine needs the whole pinned toolchain; say exactly what is missing."""
-    path = project_env()["PATH"]
-    missing = [b for b in ENGINE_BINARIES if shutil.which(b, path=path) is None]
+    env = project_env()
+    missing = [b for b in ENGINE_BINARIES if shutil.which(b, path=env["PATH"]) is None]
+    if "pulumi" not in missing:
+        listed = subprocess.run(
+            ["pulumi", "plugin", "ls", "--json"], env=env, capture_output=True, text=True
+        )
+        names = {p["name"] for p in json.loads(listed.stdout or "[]") or []}
+        missing += [f"plugin {p}" for p in ENGINE_PLUGINS if p not in names]
     if missing:
         msg = (
-            f"the real Pulumi engine cannot run: {', '.join(missing)} not built "
-            "(toolchain/build names the Go module proxy's refusal for each; toolchain/README.md)"
+            f"the real Pulumi engine cannot run: {', '.join(missing)} missing "
+            "(toolchain/build says why; toolchain/README.md)"
         )
         if os.environ.get("DSS_REQUIRE_TOOLCHAIN") == "1":
             pytest.fail(msg)

@@ -67,7 +67,9 @@ def test_up_forms_swarm_with_labels(deployed: Stack, lab: dict[str, Any]) -> Non
 
 def test_up_creates_overlay_with_mtu(deployed: Stack, lab: dict[str, Any]) -> None:
     """The overlay exists with MTU 9000 and is attachable."""
-    net = docker_host(lab, 1).networks.get("ds-net").attrs
+    name = deployed.outputs()["networkName"]
+    assert name.startswith("ds-net-"), name
+    net = docker_host(lab, 1).networks.get(name).attrs
     assert net["Driver"] == "overlay" and net["Attachable"]
     assert net["Options"]["com.docker.network.driver.mtu"] == "9000"
 
@@ -111,6 +113,12 @@ def test_second_preview_has_no_changes(deployed: Stack) -> None:
 def test_refresh_finds_no_drift(deployed: Stack) -> None:
     """Refreshing an untouched stack proposes nothing (network, services, facts, nodes)."""
     deployed.pulumi("preview", "--refresh", "--expect-no-changes")
+
+
+def test_refresh_preview_only_finds_no_drift(deployed: Stack) -> None:
+    """`refresh --preview-only --expect-no-changes` (the CI drift check) exits 0 after up:
+    no perpetual diff, the network's IPAM and vxlan fields included."""
+    deployed.pulumi("refresh", "--preview-only", "--expect-no-changes")
 
 
 def test_state_has_no_plaintext_secrets(deployed: Stack) -> None:
@@ -162,6 +170,17 @@ def test_drift_lost_gpu(deployed: Stack) -> None:
         gpus.write_text(before)
 
 
+def test_drift_driver_below_minimum(deployed: Stack) -> None:
+    """A host whose NVIDIA driver fell below preflight.min_driver_version is drift on its facts."""
+    driver = LAB_ROOT / "h2" / "driver-version"
+    before = driver.read_text()
+    driver.write_text("470.57.02\n")
+    try:
+        expect_drift(deployed, "test-engine-facts-lab-h2", "driver_meets_minimum")
+    finally:
+        driver.write_text(before)
+
+
 def lab_docker(*args: str) -> None:
     """The docker CLI against the leader lab host (a hand edit, as an operator makes)."""
     argv = ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", *args]
@@ -178,6 +197,47 @@ def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
         lab_docker("service", "update", "--detach", "--label-rm", "hand", svc.id)
 
 
+def test_drift_node_drained(deployed: Stack, lab: dict[str, Any]) -> None:
+    """A node drained by hand is drift on its node resource, naming availability."""
+    lab_docker("node", "update", "--availability", "drain", "lab-h2")
+    try:
+        expect_drift(deployed, "test-engine-swarm-node-lab-h2", "availability")
+    finally:
+        lab_docker("node", "update", "--availability", "active", "lab-h2")
+
+
+def test_hand_removed_objects_are_reported_then_repaired(
+    deployed: Stack, lab: dict[str, Any]
+) -> None:
+    """Services, a secret and the overlay removed by hand are drift naming each resource;
+    `pulumi up --refresh` puts them back and the launch again; then a no-op is a no-op."""
+    client = docker_host(lab, 1)
+    network = deployed.outputs()["networkName"]
+    # Docker refuses to remove a secret or network a service still uses: services first.
+    lab_docker("service", "rm", "ds-master", "ds-worker", "ds-net-warmup")
+    secret = next(s for s in client.secrets.list() if s.attrs["Spec"]["Labels"].get("dss.file")
+                  == "wandb_api_key")  # fmt: skip
+    for _ in range(30):
+        try:
+            secret.remove()
+            client.networks.get(network).remove()
+            break
+        except Exception:  # tasks still detaching from the network
+            time.sleep(2)
+    proc = deployed.pulumi("refresh", "--preview-only", "--expect-no-changes", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, f"hand removals not detected:\n{out[-3000:]}"
+    for name in ("test-engine-train-master", "test-engine-train-worker",
+                 "test-engine-secrets-wandb-api-key", "test-engine-net-overlay"):  # fmt: skip
+        assert name in out, f"refresh does not name {name}:\n{out[-3000:]}"
+    deployed.pulumi("up", "--refresh", "--yes", "--skip-preview")
+    assert client.networks.get(network).attrs["Options"]["com.docker.network.driver.mtu"] == "9000"
+    deployed.pulumi("preview", "--expect-no-changes")
+    deployed.pulumi("refresh", "--preview-only", "--expect-no-changes")
+    log = LAB_ROOT / "shared" / "logs" / RUN / "launcher.log"
+    assert log.exists(), f"{log}: the relaunch wrote nothing"
+
+
 def test_destroy_stops_training_and_cleans_hosts(deployed: Stack, lab: dict[str, Any]) -> None:
     """Destroy SIGTERMs the run (it checkpoints), then leaves no service, network,
     secret or swarm behind on the lab hosts."""
@@ -187,5 +247,10 @@ def test_destroy_stops_training_and_cleans_hosts(deployed: Stack, lab: dict[str,
     for i in (1, 2):
         info = docker_host(lab, i).api.info()
         assert info["Swarm"]["LocalNodeState"] == "inactive", f"lab-h{i} is still in a swarm"
-    c1 = docker_host(lab, 1)
-    assert not [n for n in c1.networks.list() if n.name == "ds-net"]
+    for i in (1, 2):
+        client = docker_host(lab, i)
+        assert not client.containers.list(all=True), f"lab-h{i}: containers left after destroy"
+        left = [n.name for n in client.networks.list() if n.name.startswith("ds-net")]
+        assert not left, f"lab-h{i}: networks left after destroy: {left}"
+    state = deployed.state_text()
+    assert '"type": "docker:index/service:Service"' not in state, "services left in state"

@@ -222,8 +222,17 @@ def test_pdsh_launch_trains_and_sigterm_checkpoints(
     assert len(steps) >= 12, f"{len(steps)} steps logged in 900 s; launcher log:\n{tail}"
     first, last = steps[0]["loss"], steps[-1]["loss"]
     assert last < first, f"loss did not fall: {first} -> {last}"
-    out = ssh_run(ssh, render.stop_script(service=render.MASTER_SERVICE, grace_seconds=120))
+    stop = render.stop_script(
+        service=render.MASTER_SERVICE, grace_seconds=120, pattern=cfg.training.script
+    )
+    running = f"docker ps -q --filter label=com.docker.swarm.service.name={render.MASTER_SERVICE}"
+    before = ssh_run(ssh, running).split()
+    out = ssh_run(ssh, stop)
     assert "stop: training exited" in out, out
+    time.sleep(3)
+    # Only training stops: the task (entrypoint, sshd) lives on, so Swarm does not
+    # restart it elsewhere with a new address.
+    assert ssh_run(ssh, running).split() == before, "the stop ended the master task itself"
     ckpts = shared / "checkpoints" / RUN
     complete = [d for d in ckpts.iterdir() if (d / "MANIFEST.json").exists()]
     assert complete, f"no complete checkpoint in {ckpts}: {list(ckpts.iterdir())}"

@@ -54,9 +54,14 @@ def tool(tc_env: dict[str, str]) -> Callable[[str], Path]:
     """Path of a built toolchain binary; skips (or fails) when it is missing."""
 
     def find(name: str) -> Path:
-        path = Path(tc_env["DSS_TOOLCHAIN"]) / "bin" / name
+        # Providers are kept off PATH (toolchain/build): the engine takes them from
+        # PULUMI_HOME, where toolchain/build registers them.
+        folder = (
+            "providers" if name in ("pulumi-resource-docker", "pulumi-resource-command") else "bin"
+        )
+        path = Path(tc_env["DSS_TOOLCHAIN"]) / folder / name
         if not os.access(path, os.X_OK):
-            msg = f"{name} not built in $DSS_TOOLCHAIN/bin (run toolchain/build)"
+            msg = f"{name} not built in $DSS_TOOLCHAIN/{folder} (run toolchain/build)"
             if os.environ.get("DSS_REQUIRE_TOOLCHAIN") == "1":
                 pytest.fail(msg)
             pytest.skip(msg)
@@ -159,10 +164,14 @@ def offline_project(
                     return CheckResult(news, [])
 
 
+            class EchoResource(Resource):
+                pass
+
+
             docker_provider = docker.Provider("lab", host="unix:///nonexistent/docker.sock")
             hello = command.local.Command("hello", create="echo hello")
             # A dynamic resource: its provider runs in pulumi-resource-pulumi-python.
-            echo = Resource(Echo(), "echo", {"port": 22})
+            echo = EchoResource(Echo(), "echo", {"port": 22})
             pulumi.export("docker_provider", docker_provider.urn)
             pulumi.export("hello", hello.urn)
             """

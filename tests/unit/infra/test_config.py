@@ -478,7 +478,7 @@ def test_network_name(raw: dict[str, Any]) -> None:
     """A network name Swarm refuses is refused."""
     raw["network"]["name"] = "ds.net"
     assert problems(raw) == [
-        "network.name: 'ds.net' is not a network name Swarm accepts; allowed: up to 63 letters "
+        "network.name: 'ds.net' is not a network name Swarm accepts; allowed: up to 56 letters "
         "and digits, with '-' or '_' only between them"
     ]
 

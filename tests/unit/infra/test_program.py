@@ -90,7 +90,9 @@ def test_network_mtu_and_overlay(dev_graph: Mocks) -> None:
     """The overlay carries the configured MTU as a driver option and is attachable."""
     net = dev_graph.named("unit-net-overlay")
     assert net.inputs["driver"] == "overlay", f"{net.name}: driver"
-    assert net.inputs["options"] == {"com.docker.network.driver.mtu": "9000"}, net.name
+    opts = net.inputs["options"]
+    assert opts["com.docker.network.driver.mtu"] == "9000", f"{net.name}: MTU option"
+    assert opts["com.docker.network.driver.overlay.vxlanid_list"].isdigit(), f"{net.name}: VNI"
     assert net.inputs["attachable"] is True, net.name
 
 
@@ -116,6 +118,16 @@ def test_services_reserve_gpus_and_use_dnsrr(dev_graph: Mocks) -> None:
     ]
 
 
+def test_services_state_what_swarm_reads_back(dev_graph: Mocks) -> None:
+    """Placement names the image's platform and no mount asks for mode bits Swarm drops."""
+    for r in dev_graph.by_type(SERVICE):
+        spec = r.inputs["taskSpec"]
+        assert spec["placement"]["platforms"] == [{"architecture": "amd64", "os": "linux"}], r.name
+        for m in spec["containerSpec"].get("mounts", []):
+            mode = m.get("tmpfsOptions", {}).get("mode", 0)
+            assert mode <= 0o777, f"{r.name}: tmpfs mode {oct(mode)} keeps only 0o777 in Swarm"
+
+
 def test_no_global_service_waits_to_converge(dev_graph: Mocks) -> None:
     """The docker provider refuses `converge_config` on a global-mode service."""
     for r in dev_graph.by_type(SERVICE):
@@ -133,7 +145,7 @@ def test_services_mount_shm_data_and_secrets(dev_graph: Mocks) -> None:
     files = {s["fileName"]: s for s in c["secrets"]}
     assert set(files) == {"ssh_private_key", "ssh_public_key", "wandb_api_key"}, master.name
     assert all(s["fileUid"] == "1000" and s["fileMode"] == 0o400 for s in files.values())
-    assert c["stopSignal"] == "SIGTERM" and c["stopGracePeriod"] == "60s", master.name
+    assert c["stopSignal"] == "SIGTERM" and c["stopGracePeriod"] == "1m", master.name
     assert c["env"]["DS_ACCELERATOR"] == "cpu", master.name
     assert "s3cr3t" not in str(c["env"]), f"{master.name}: a secret leaked into env"
 
@@ -170,6 +182,34 @@ def test_launch_is_delete_before_replace_pdsh(dev_graph: Mocks) -> None:
     assert conn.get(SECRET_SIG) == SECRET_VALUE_SIG, f"{cmds[0].name}: connection is not secret"
     assert conn["value"]["host"] == "10.213.0.11", cmds[0].name
     assert "10.0.1.2 slots=1\n10.0.1.3 slots=1\n" in cmds[0].inputs["triggers"]
+
+
+def test_launch_follows_the_tasks(dev_graph: Mocks) -> None:
+    """New tasks (an update restarted them) relaunch: task ids are a launch trigger."""
+    cmd = dev_graph.named("unit-launch-run")
+    assert "task0,task1" in cmd.inputs["triggers"], f"{cmd.name}: triggers lack the task ids"
+
+
+def test_roster_rereads_after_a_task_spec_update(dev_graph: Mocks) -> None:
+    """The roster takes the services' task-spec digest, so a spec update re-reads tasks."""
+    roster = dev_graph.named("unit-launch-roster")
+    digest = roster.inputs["task_spec_digest"]
+    assert isinstance(digest, str) and len(digest) == 16, f"{roster.name}: {digest!r}"
+
+
+def test_task_spec_digest_follows_the_spec(
+    mocks: Mocks, dev_raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """The same config gives the same digest (a no-op stays one); another shm size
+    (a task-spec change) gives another."""
+    digests = []
+    for shm in ("256m", "256m", "512m"):
+        mocks.resources.clear()
+        raw = {**dev_raw, "training": {**dev_raw["training"], "shm_size": shm}}
+        run_program(raw, tmp_path)
+        digests.append(mocks.named("unit-launch-roster").inputs["task_spec_digest"])
+    assert digests[0] == digests[1], "the digest differs between two runs of one config"
+    assert digests[1] != digests[2], "the digest ignores the task spec"
 
 
 def test_facts_expect_config(dev_graph: Mocks) -> None:

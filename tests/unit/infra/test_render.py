@@ -140,7 +140,8 @@ def test_launch_script_golden(raw: dict[str, Any]) -> None:
 
 def test_stop_script_golden() -> None:
     """The stop script (SIGTERM, wait for the checkpoint) matches its golden file."""
-    golden("stop.sh", render.stop_script(service="ds-master", grace_seconds=120))
+    stop = render.stop_script(service="ds-master", grace_seconds=120, pattern="/opt/dss/train.py")
+    golden("stop.sh", stop)
 
 
 def test_training_env_cpu_and_no_rdma(dev_raw: dict[str, Any]) -> None:
@@ -172,3 +173,13 @@ def test_stack_env_is_refused_in_training_env(raw: dict[str, Any]) -> None:
     env = render.training_env(parse_stack_config(raw))
     derived = {k for k in env if k.startswith("DSS_")}
     assert derived <= set(STACK_ENV), f"not guarded by config.STACK_ENV: {derived - set(STACK_ENV)}"
+
+
+@pytest.mark.parametrize(
+    ("given", "read_back"),
+    [("10s", "10s"), ("60s", "1m"), ("90s", "1m30s"), ("120s", "2m"), ("2m", "2m"),
+     ("3600s", "1h"), ("1h", "1h"), ("3660s", "1h1m"), ("3601s", "1h0m1s"), ("0s", "0s")],
+)  # fmt: skip
+def test_docker_duration_as_swarm_reads_it(given: str, read_back: str) -> None:
+    """Durations are spelled as the docker provider reads them back (no perpetual diff)."""
+    assert render.docker_duration(given) == read_back
