@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -1226,6 +1227,28 @@ def rules_reference() -> str:
     kinds = {"error": "error", "warning": "warning (preview)"}
     rows += [f"| `{r.key}` | {kinds[r.severity]} | {r.summary} |" for r in RULES]
     return "\n".join(rows) + "\n"
+
+
+class _StackFileDumper(yaml.SafeDumper):
+    """Quotes every string a YAML 1.2 reader (Pulumi's) would take for a number:
+    PyYAML (YAML 1.1) writes `1e-3` bare, and Pulumi then hands the program 0.001."""
+
+
+def _quoted_if_numeric(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    try:
+        float(value)
+    except ValueError:
+        return dumper.represent_str(value)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+
+
+_StackFileDumper.add_representer(str, _quoted_if_numeric)
+
+
+def stack_file_yaml(config: dict[str, Any]) -> str:
+    """A `Pulumi.<stack>.yaml` holding `config` (namespaced keys), every value read
+    back by Pulumi with the type it has here (tests and benches write stack files)."""
+    return yaml.dump({"config": config}, Dumper=_StackFileDumper, sort_keys=False)
 
 
 README_START, README_END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"

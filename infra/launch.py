@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import pulumi
 import pulumi_command as command
+from docker.errors import NotFound
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra import render
@@ -57,7 +58,11 @@ def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
     entries: list[render.RosterEntry] = []
     clients: dict[str, Any] = {}
     for svc in props["services"]:
-        tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
+        try:
+            tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
+        except NotFound:
+            continue  # the service is gone (removed by hand): it has no tasks
+
         for t in tasks:
             if t["Status"]["State"] != "running":
                 continue

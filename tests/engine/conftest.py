@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.config import stack_file_yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 LAB_ROOT = Path(os.environ.get("DSS_LAB_ROOT", "/var/lib/dss-lab"))
 
@@ -76,7 +78,7 @@ class Stack:
             PULUMI_CONFIG_PASSPHRASE=secrets.token_hex(16),
         )
         (workdir / "state").mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(yaml.safe_dump({"config": config}))
+        self.config_file.write_text(stack_file_yaml(config))
 
     def pulumi(
         self, *args: str, check: bool = True, timeout: int = 1500
@@ -95,7 +97,7 @@ class Stack:
         return proc
 
     def init(self, secret_values: dict[str, str]) -> None:
-        self.pulumi("stack", "init", self.name, "--secrets-provider", "passphrase")
+        self.pulumi("stack", "init", "--secrets-provider", "passphrase")
         for key, value in secret_values.items():
             self.pulumi("config", "set", "--secret", "--path", f"secrets.{key}", value)
 

@@ -4,6 +4,7 @@ secrets in state, destroy. Tests run in file order against one deployed stack.""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from typing import Any
@@ -23,21 +24,27 @@ def deployed(lab: dict[str, Any], make_stack: Any) -> Stack:
     """The dev stack, brought up once for the module (short CPU run)."""
     stack = make_stack(
         "test-engine",
-        dev_config(run_name=RUN, steps=400, checkpoint_every=10),
+        dev_config(run_name=RUN, steps=2000, checkpoint_every=10),
         {"wandb_api_key": SECRET},
     )
     stack.pulumi("up", "--yes", "--skip-preview")
     return stack
 
 
-def expect_drift(stack: Stack, *needles: str) -> str:
-    """`preview --refresh --expect-no-changes` must fail and name each needle."""
-    proc = stack.pulumi("preview", "--refresh", "--expect-no-changes", "--diff", check=False)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, f"drift not detected; preview said:\n{out[-3000:]}"
+def expect_drift(stack: Stack, resource: str, *needles: str) -> list[dict[str, Any]]:
+    """`preview --refresh --expect-no-changes` must fail, with a change step for
+    `resource` whose diff names each needle (a property path or key)."""
+    proc = stack.pulumi("preview", "--refresh", "--expect-no-changes", "--json", check=False)
+    assert proc.returncode != 0, f"drift not detected; preview said:\n{proc.stdout[-3000:]}"
+    steps = json.loads(proc.stdout).get("steps", [])
+    changed = [st for st in steps if st["urn"].endswith(f"::{resource}") and st["op"] != "same"]
+    assert changed, f"no change proposed for {resource}: {[(st['op'], st['urn']) for st in steps]}"
+    diff = json.dumps(
+        [{k: st.get(k) for k in ("op", "diffReasons", "detailedDiff")} for st in changed]
+    )
     for needle in needles:
-        assert needle in out, f"drift report does not name {needle!r}:\n{out[-3000:]}"
-    return out
+        assert needle in diff, f"{resource}: drift report does not name {needle!r}: {diff[:2000]}"
+    return changed
 
 
 def test_preflight_refuses_missing_gpus(lab: dict[str, Any], make_stack: Any) -> None:
@@ -128,6 +135,27 @@ def test_state_has_no_plaintext_secrets(deployed: Stack) -> None:
     assert "PRIVATE KEY" not in state, "an SSH private key is in the state in plaintext"
 
 
+def logged_steps() -> list[int]:
+    """The steps rank 0 has logged so far in this run."""
+    log = LAB_ROOT / "shared" / "logs" / RUN / "metrics.jsonl"
+    text = log.read_text() if log.exists() else ""
+    return [json.loads(x)["step"] for x in text.splitlines() if x.strip()]
+
+
+def test_task_spec_update_relaunches_training(deployed: Stack) -> None:
+    """An update that restarts the tasks (a new /dev/shm size) relaunches the run in the
+    new tasks, which resumes from its checkpoint; then the stack is a no-op again."""
+    before = max(logged_steps(), default=0)
+    deployed.pulumi("config", "set", "--path", "training.shm_size", "512m")
+    deployed.pulumi("up", "--yes", "--skip-preview")
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and max(logged_steps(), default=0) <= before + 2:
+        time.sleep(5)
+    after = max(logged_steps(), default=0)
+    assert after > before + 2, f"training did not go on after the update: step {before} -> {after}"
+    deployed.pulumi("preview", "--expect-no-changes")
+
+
 def test_drift_node_label(deployed: Stack, lab: dict[str, Any]) -> None:
     """A label removed from a node by hand is drift on that node's resource."""
     client = docker_host(lab, 1)
@@ -192,7 +220,7 @@ def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
     svc = docker_host(lab, 1).services.get("ds-worker")
     lab_docker("service", "update", "--detach", "--label-add", "hand=edit", svc.id)
     try:
-        expect_drift(deployed, "test-engine-train-worker")
+        expect_drift(deployed, "test-engine-train-worker", "labels")
     finally:
         lab_docker("service", "update", "--detach", "--label-rm", "hand", svc.id)
 
@@ -229,7 +257,9 @@ def test_hand_removed_objects_are_reported_then_repaired(
     assert proc.returncode != 0, f"hand removals not detected:\n{out[-3000:]}"
     for name in ("test-engine-train-master", "test-engine-train-worker",
                  "test-engine-secrets-wandb-api-key", "test-engine-net-overlay"):  # fmt: skip
-        assert name in out, f"refresh does not name {name}:\n{out[-3000:]}"
+        deleted = re.search(rf"^\s*-\s+\S+ {name} delete\s*$", out, re.M)
+        assert deleted, f"refresh does not report {name} as gone:\n{out[-3000:]}"
+    assert "Exception" not in out, f"refresh failed instead of reporting:\n{out[-3000:]}"
     deployed.pulumi("up", "--refresh", "--yes", "--skip-preview")
     assert client.networks.get(network).attrs["Options"]["com.docker.network.driver.mtu"] == "9000"
     deployed.pulumi("preview", "--expect-no-changes")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import ConfigError, parse_stack_config
+from infra.config import ConfigError, parse_stack_config, stack_file_yaml
 from tests.unit.infra.samples import host, stack_config
 
 pytestmark = pytest.mark.unit
@@ -614,3 +614,9 @@ def test_load_emits_warnings(
     set_stack_config(raw)
     config.load()
     assert shown == parse_stack_config(raw).warnings() and len(shown) == 1, "one warning shown"
+
+
+def test_stack_file_quotes_numeric_strings() -> None:
+    """Strings that look like numbers are written quoted, so Pulumi reads them as strings."""
+    text = stack_file_yaml({"deepspeed-swarm:training": {"args": ["--lr", "1e-3"], "steps": 10}})
+    assert '- "1e-3"' in text and "steps: 10" in text, text
