@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from pulumi.dynamic import ResourceProvider
+from pulumi.dynamic import DiffResult, ResourceProvider
 
 # The ResourceProvider methods the engine calls with properties.
 _ENGINE_METHODS = ("check", "create", "diff", "update", "read", "delete")
@@ -55,3 +55,22 @@ class BoundaryProvider(ResourceProvider):
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "__dss_normalizing__", False):
                 setattr(cls, name, _normalizing(method))
+
+
+def diff_keys(
+    olds: dict[str, Any],
+    news: dict[str, Any],
+    keys: tuple[str, ...],
+    *,
+    replace_on: tuple[str, ...] = (),
+    delete_before_replace: bool = False,
+) -> DiffResult:
+    """Compare `keys`; replace when one in `replace_on` changed. (The Python SDK's
+    DiffResult cannot name changed keys, so a preview shows the properties that
+    differ, not the provider's reasons.)"""
+    changed = [k for k in keys if olds.get(k) != news.get(k)]
+    return DiffResult(
+        changes=bool(changed),
+        replaces=[k for k in changed if k in replace_on],
+        delete_before_replace=delete_before_replace,
+    )

@@ -20,7 +20,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra.config import Host, StackConfig
-from infra.dynamic import BoundaryProvider
+from infra.dynamic import BoundaryProvider, diff_keys
 from infra.hostops import HostError, ssh_run
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
@@ -181,8 +181,7 @@ class HostFactsProvider(BoundaryProvider):
         return UpdateResult(outs=self._apply(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("expected", "nic", "min_driver", "ssh", "needed_mtu")
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
+        return diff_keys(olds, news, ("expected", "nic", "min_driver", "ssh", "needed_mtu"))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         observed, seen = self._observe(props)

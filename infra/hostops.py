@@ -72,3 +72,9 @@ def docker_client(endpoint: dict[str, Any]) -> Any:
         return docker.DockerClient(**kwargs)
     except Exception as e:
         raise HostError(f"docker {url}: {e}") from None
+
+
+def node_hostname(node: dict[str, Any]) -> str:
+    """A swarm node's hostname, or "" while the manager has no description of it yet
+    (a node that has only just joined has no `Description.Hostname`)."""
+    return str((node.get("Description") or {}).get("Hostname") or "")

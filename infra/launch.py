@@ -26,8 +26,8 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra import render
 from infra.config import Host, StackConfig, duration_seconds
-from infra.dynamic import BoundaryProvider
-from infra.hostops import docker_client
+from infra.dynamic import BoundaryProvider, diff_keys
+from infra.hostops import docker_client, node_hostname
 
 
 def _assigned_gpus(
@@ -54,7 +54,7 @@ def _assigned_gpus(
 def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
     client = docker_client(props["leader_endpoint"])
     api = client.api
-    nodes = {n["ID"]: n["Description"]["Hostname"] for n in api.nodes()}
+    nodes = {n["ID"]: node_hostname(n) for n in api.nodes()}
     entries: list[render.RosterEntry] = []
     clients: dict[str, Any] = {}
     for svc in props["services"]:
@@ -133,9 +133,9 @@ class TaskRosterProvider(BoundaryProvider):
             "task_spec_digest",
             "leader_endpoint",
         )
+        # Fewer tasks running than expected (one moved or was removed): re-read.
         roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
-        changed = any(olds.get(k) != news.get(k) for k in keys)
-        return DiffResult(changes=changed or not roster_ok)
+        return diff_keys(olds, news, keys) if roster_ok else DiffResult(changes=True)
 
 
 class TaskRoster(Resource):

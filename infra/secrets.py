@@ -21,7 +21,7 @@ import pulumi_docker as docker
 from pulumi.dynamic import CreateResult, DiffResult, Resource
 
 from infra import render
-from infra.dynamic import BoundaryProvider
+from infra.dynamic import BoundaryProvider, diff_keys
 
 
 class SshKeyPairProvider(BoundaryProvider):
@@ -56,8 +56,8 @@ class SshKeyPairProvider(BoundaryProvider):
         )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in ("rotation", "comment") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=changed)
+        keys = ("rotation", "comment")
+        return diff_keys(olds, news, keys, replace_on=keys)
 
 
 class SshKeyPair(Resource):

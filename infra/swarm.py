@@ -28,8 +28,8 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra import render
 from infra.config import Host, StackConfig
-from infra.dynamic import BoundaryProvider
-from infra.hostops import docker_client
+from infra.dynamic import BoundaryProvider, diff_keys
+from infra.hostops import docker_client, node_hostname
 
 SWARM_PORT = 2377
 
@@ -81,8 +81,7 @@ class SwarmInitProvider(BoundaryProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = ("endpoint", "advertise_addr", "addr_pool", "host")
-        changed = [k for k in keys if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+        return diff_keys(olds, news, keys, replace_on=keys, delete_before_replace=True)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         client = docker_client(props["endpoint"])
@@ -105,7 +104,7 @@ class SwarmNodeProvider(BoundaryProvider):
     """Joins one host and keeps its role, availability and labels as declared."""
 
     def _node(self, leader: Any, hostname: str) -> Any:
-        nodes = [n for n in leader.nodes.list() if n.attrs["Description"]["Hostname"] == hostname]
+        nodes = [n for n in leader.nodes.list() if node_hostname(n.attrs) == hostname]
         # A host that re-joined leaves a `down` ghost behind; the live one counts.
         nodes.sort(key=lambda n: n.attrs["Status"]["State"] != "ready")
         return nodes[0] if nodes else None
@@ -177,9 +176,8 @@ class SwarmNodeProvider(BoundaryProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = ("labels", "role", "availability", "swarm_id", "endpoint", "advertise_addr")
-        changed = [k for k in keys if olds.get(k) != news.get(k)]
-        replaces = [k for k in changed if k in ("swarm_id", "endpoint", "advertise_addr")]
-        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
+        replace_on = ("swarm_id", "endpoint", "advertise_addr")
+        return diff_keys(olds, news, keys, replace_on=replace_on, delete_before_replace=True)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         client = docker_client(props["endpoint"])

@@ -274,7 +274,12 @@ def wait_nodes_ready(lab: c.LabPaths, hosts: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         nodes = swarm_nodes(lab.host(1).socket)
-        ready = {n["Description"]["Hostname"] for n in nodes if n["Status"]["State"] == "ready"}
+        # A node that has only just joined has no description yet.
+        ready = {
+            (n.get("Description") or {}).get("Hostname")
+            for n in nodes
+            if n["Status"]["State"] == "ready"
+        }
         if len(ready) >= hosts:
             return
         if time.monotonic() > deadline:

@@ -28,3 +28,11 @@ def test_roster_of_a_removed_service_is_empty(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(launch, "docker_client", lambda _endpoint: Client())
     props = {"leader_endpoint": {"url": "unix:///x"}, "services": ["ds-master", "ds-worker"]}
     assert launch._roster(props) == []
+
+
+def test_node_without_description_has_no_hostname() -> None:
+    """A node that has only just joined (no Description yet) reads as no hostname."""
+    from infra.hostops import node_hostname
+
+    assert node_hostname({"ID": "n1", "Status": {"State": "unknown"}}) == ""
+    assert node_hostname({"Description": {"Hostname": "lab-h1"}}) == "lab-h1"
