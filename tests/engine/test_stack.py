@@ -293,7 +293,12 @@ def test_destroy_stops_training_and_cleans_hosts(deployed: Stack, lab: dict[str,
         assert info["Swarm"]["LocalNodeState"] == "inactive", f"lab-h{i} is still in a swarm"
     for i in (1, 2):
         client = docker_host(lab, i)
-        assert not client.containers.list(all=True), f"lab-h{i}: containers left after destroy"
+        # Swarm removes a removed service's task containers asynchronously.
+        deadline = time.monotonic() + 60
+        while client.containers.list(all=True) and time.monotonic() < deadline:
+            time.sleep(2)
+        left = [(c.name, c.status) for c in client.containers.list(all=True)]
+        assert not left, f"lab-h{i}: containers left 60 s after destroy: {left}"
         left = [n.name for n in client.networks.list() if n.name.startswith("ds-net")]
         assert not left, f"lab-h{i}: networks left after destroy: {left}"
     state = deployed.state_text()
