@@ -41,7 +41,12 @@ def by_name(name: str) -> dict[str, preview.Change]:
 
 @pytest.mark.parametrize(
     ("fixture", "stack"),
-    [("dev-image-change", "dev"), ("dev-add-host", "dev"), ("prod-no-changes", "prod")],
+    [
+        ("dev-image-change", "dev"),
+        ("dev-no-changes", "dev"),
+        ("dev-add-host", "dev"),
+        ("prod-no-changes", "prod"),
+    ],
 )
 def test_comment_matches_golden(fixture: str, stack: str) -> None:
     """The PR comment of each fixture equals its golden markdown."""
