@@ -77,6 +77,8 @@ class Stack:
             PULUMI_BACKEND_URL=f"file://{workdir / 'state'}",
             PULUMI_CONFIG_PASSPHRASE=secrets.token_hex(16),
         )
+        self.transcript: list[str] = []
+        """Everything the engine printed for this stack (for secret-leak greps)."""
         (workdir / "state").mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(stack_file_yaml(config))
 
@@ -88,6 +90,7 @@ class Stack:
         proc = subprocess.run(
             argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )
+        self.transcript += [proc.stdout, proc.stderr]
         sys.stdout.write(f"$ {' '.join(argv)}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}\n")
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -95,6 +98,13 @@ class Stack:
                 f"{proc.stderr[-3000:]}"
             )
         return proc
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """`pulumi <args>` for this stack in the background (output piped)."""
+        argv = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--cwd", str(ROOT)]
+        return subprocess.Popen(
+            argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
 
     def init(self, secret_values: dict[str, str]) -> None:
         self.pulumi("stack", "init", "--secrets-provider", "passphrase")

@@ -143,10 +143,14 @@ def test_refresh_preview_only_finds_no_drift(deployed: Stack) -> None:
 
 
 def test_state_has_no_plaintext_secrets(deployed: Stack) -> None:
-    """Neither the user secret nor the generated SSH private key is readable in state."""
+    """Neither the user secret nor the generated SSH private key is readable in state,
+    nor in anything the engine printed (up, previews, outputs)."""
     state = deployed.state_text()
     assert SECRET not in state, "the wandb secret is in the state in plaintext"
     assert "PRIVATE KEY" not in state, "an SSH private key is in the state in plaintext"
+    printed = "\n".join(deployed.transcript)
+    assert SECRET not in printed, "the engine printed the wandb secret"
+    assert "PRIVATE KEY" not in printed, "the engine printed an SSH private key"
 
 
 def logged_steps() -> list[int]:
@@ -158,10 +162,22 @@ def logged_steps() -> list[int]:
 
 def test_task_spec_update_relaunches_training(deployed: Stack) -> None:
     """An update that restarts the tasks (a new /dev/shm size) relaunches the run in the
-    new tasks, which resumes from its checkpoint; then the stack is a no-op again."""
+    new tasks, which resumes from its checkpoint; a second `up` meanwhile is refused by
+    the stack's lock; then the stack is a no-op again."""
     before = max(logged_steps(), default=0)
     deployed.pulumi("config", "set", "--path", "training.shm_size", "512m")
-    deployed.pulumi("up", "--yes", "--skip-preview")
+    first = deployed.start("up", "--yes", "--skip-preview")
+    locks = deployed.workdir / "state" / ".pulumi" / "locks"
+    deadline = time.monotonic() + 60
+    while not any(p.is_file() for p in locks.rglob("*")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    # A second operator's `up` while the first runs: refused by the backend's lock.
+    second = deployed.pulumi("up", "--yes", "--skip-preview", check=False)
+    out, _ = first.communicate(timeout=1500)
+    deployed.transcript.append(out)
+    assert first.returncode == 0, f"the first up failed:\n{out[-3000:]}"
+    assert second.returncode != 0, "a concurrent up was not refused"
+    assert "currently locked" in second.stdout + second.stderr, second.stderr[-2000:]
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and max(logged_steps(), default=0) <= before + 2:
         time.sleep(5)

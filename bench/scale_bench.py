@@ -1,0 +1,145 @@
+"""Scaling benchmark: how the program's evaluation grows with hosts. The whole
+`__main__.py` runs under Pulumi mocks (no engine, no hosts) for a generated
+N-host prod-like stack (8 GPUs per host, 3 managers); each size runs in its own
+process so its peak memory is its own. Prints a markdown table and the per-host
+slope of a least-squares line through the times.
+
+    .venv/bin/python bench/scale_bench.py [--hosts 8 64 256 1024] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import runpy
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def stack(n: int, key_file: str) -> dict[str, Any]:
+    """A valid prod-like config of n hosts (3 managers, or 1 below 3 hosts)."""
+    managers = 3 if n >= 3 else 1
+    hosts = [
+        {
+            "name": f"gpu-{i:04d}",
+            "address": f"10.{100 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}",
+            "docker_host": f"ssh://root@gpu-{i:04d}.train.internal",
+            "role": "manager" if i < managers else "worker",
+            "gpus": {"count": 8, "model": "H100-SXM"},
+            "nic": "ens1f0np0",
+            "rdma_interface": "mlx5_0",
+        }
+        for i in range(n)
+    ]
+    return {
+        "hosts": hosts,
+        "network": {"mtu": 9000, "underlay_mtu": 9100, "subnet": "10.250.0.0/16"},
+        "image": {"registry": "registry.train.internal:5000"},
+        "training": {"gpus_per_node": 8, "ds_config": "/opt/dss/ds_config.json"},
+        # The launch reads the key file while the program runs (a dummy here).
+        "preflight": {"ssh_private_key_file": key_file},
+    }
+
+
+def one(n: int) -> dict[str, Any]:
+    """Evaluate the program once for n hosts (in this process); count resources."""
+    import pulumi
+    from pulumi.runtime.stack import wait_for_rpcs
+    from pulumi.runtime.sync_await import _sync_await
+
+    count = [0]
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: Any) -> tuple[str, dict[str, Any]]:
+            count[0] += 1
+            outs = dict(args.inputs)
+            if args.typ == "docker:index/image:Image":
+                outs["repoDigest"] = f"repo@sha256:{'ab' * 32}"
+            if "expected_tasks" in args.inputs:
+                outs["entries"] = []
+            if "comment" in args.inputs:
+                outs.update(private_key="k", public_key="p")
+            return f"{args.name}-id", outs
+
+        def call(self, args: Any) -> tuple[dict[str, Any], None]:
+            return {}, None
+
+    pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="scale", preview=True)
+    key = tempfile.NamedTemporaryFile("w", suffix="-dummy-key")  # noqa: SIM115  # lives for the run
+    key.write("dummy")
+    key.flush()
+    pulumi.runtime.set_all_config(
+        {f"deepspeed-swarm:{k}": json.dumps(v) for k, v in stack(n, key.name).items()}, []
+    )
+    sys.path.insert(0, str(ROOT))
+    t0 = time.perf_counter()
+    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    _sync_await(wait_for_rpcs())
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"hosts": n, "resources": count[0], "seconds": seconds, "peak_mib": peak}
+
+
+def measure(n: int) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--one", str(n)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, nargs="+", default=[8, 64, 256, 1024])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(one(a.one)))
+        return 0
+    rows = []
+    for n in a.hosts:
+        runs = [measure(n) for _ in range(a.runs)]
+        rows.append({
+            "hosts": n,
+            "resources": runs[0]["resources"],
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "peak_mib": max(r["peak_mib"] for r in runs),
+            "runs": [r["seconds"] for r in runs],
+        })  # fmt: skip
+    cmd = shlex.join(["python", "bench/scale_bench.py", *sys.argv[1:]])
+    print(f"`{cmd}` (median of {a.runs} runs, Pulumi mocks, prod-like hosts with 8 GPUs; "
+          f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores)\n")  # fmt: skip
+    print("| hosts | resources | evaluation (s) | runs (s) | peak RSS (MiB) |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        runs = ", ".join(f"{x:.2f}" for x in r["runs"])
+        print(f"| {r['hosts']} | {r['resources']} | {r['seconds']:.2f} | {runs} | "
+              f"{r['peak_mib']:.0f} |")  # fmt: skip
+    if len(rows) > 1:
+        hosts = [float(r["hosts"]) for r in rows]
+        per_host = slope(hosts, [r["seconds"] for r in rows]) * 1000
+        res = slope(hosts, [float(r["resources"]) for r in rows])
+        print(f"\nslope: {per_host:.1f} ms and {res:.1f} resources per host")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
