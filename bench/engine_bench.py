@@ -85,7 +85,7 @@ def one_run(state: Path) -> dict[str, float]:
     pulumi = Pulumi(state)
     out: dict[str, float] = {}
     try:
-        pulumi("stack", "init", STACK)
+        pulumi("stack", "init")
         pulumi("config", "set", "--secret", "--path", "secrets.wandb_api_key", "bench-dummy")
         out["up (nothing -> first training step)"] = timed(
             lambda: (pulumi("up", "--yes", "--skip-preview"), first_step_logged())

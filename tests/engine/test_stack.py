@@ -264,6 +264,27 @@ def test_drift_node_drained(deployed: Stack, lab: dict[str, Any]) -> None:
         lab_docker("node", "update", "--availability", "active", "lab-h2")
 
 
+def test_drift_node_role(deployed: Stack, lab: dict[str, Any]) -> None:
+    """A worker promoted to manager by hand is drift on its node resource, naming role."""
+    lab_docker("node", "promote", "lab-h2")
+    try:
+        expect_drift(deployed, "test-engine-swarm-node-lab-h2", "role")
+    finally:
+        lab_docker("node", "demote", "lab-h2")
+
+
+def test_drift_hostname(deployed: Stack) -> None:
+    """A host whose hostname changed is drift on its facts resource, naming hostname."""
+    # The lab host's sshd lives in its UTS namespace: rename the host there.
+    pid = (LAB_ROOT / "h2" / "sshd.pid").read_text().strip()
+    uts = ["nsenter", "-t", pid, "-u", "hostname"]
+    subprocess.run([*uts, "renamed-h2"], check=True)
+    try:
+        expect_drift(deployed, "test-engine-facts-lab-h2", "hostname")
+    finally:
+        subprocess.run([*uts, "lab-h2"], check=True)
+
+
 def test_hand_removed_objects_are_reported_then_repaired(
     deployed: Stack, lab: dict[str, Any]
 ) -> None:
