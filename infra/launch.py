@@ -3,13 +3,15 @@
 - `TaskRoster` (dynamic resource) waits until every task of the training services
   runs, then records task -> node -> overlay address -> GPU UUIDs from the swarm
   API, and refuses when two tasks hold the same GPU. Its `read` re-reads the
-  tasks, so a refresh after a task moved shows a new hostfile.
+  tasks, so a refresh after a task moved shows a new hostfile; it also re-reads
+  them whenever the services' task-spec digest changes (an update restarts tasks).
 - The launch itself is a `command.remote.Command` on the master's host (one per
   node for SSH-less launches): it hands the hostfile to the master task and
   starts `deepspeed`/`torchrun` detached. Its triggers are the image, the
-  ds_config and the hostfile, so any of them changing re-launches. It is replaced
-  delete-before-replace, and its delete SIGTERMs the run, which checkpoints and
-  exits, so two runs never overlap.
+  ds_config, the hostfile and the task ids, so any of them changing re-launches
+  (the run resumes from its last checkpoint). It is replaced delete-before-replace,
+  and its delete SIGTERMs the training script's processes only (never the task's
+  sshd), which checkpoint and exit, so two runs never overlap.
 """
 
 from __future__ import annotations
@@ -62,7 +64,6 @@ def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
             tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
         except NotFound:
             continue  # the service is gone (removed by hand): it has no tasks
-
         for t in tasks:
             if t["Status"]["State"] != "running":
                 continue
