@@ -58,37 +58,23 @@ def one(n: int) -> dict[str, Any]:
     from pulumi.runtime.stack import wait_for_rpcs
     from pulumi.runtime.sync_await import _sync_await
 
-    count = [0]
+    sys.path.insert(0, str(ROOT))
+    # The unit tests' mocks: outputs as real providers return them (roster entries
+    # for every host included, so the hostfile and launch lines are rendered).
+    from tests.unit.infra.samples import Mocks, set_stack_config
 
-    class Mocks(pulumi.runtime.Mocks):
-        def new_resource(self, args: Any) -> tuple[str, dict[str, Any]]:
-            count[0] += 1
-            outs = dict(args.inputs)
-            if args.typ == "docker:index/image:Image":
-                outs["repoDigest"] = f"repo@sha256:{'ab' * 32}"
-            if "expected_tasks" in args.inputs:
-                outs["entries"] = []
-            if "comment" in args.inputs:
-                outs.update(private_key="k", public_key="p")
-            return f"{args.name}-id", outs
-
-        def call(self, args: Any) -> tuple[dict[str, Any], None]:
-            return {}, None
-
-    pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="scale", preview=True)
+    mocks = Mocks()
+    pulumi.runtime.set_mocks(mocks, project="deepspeed-swarm", stack="scale", preview=True)
     key = tempfile.NamedTemporaryFile("w", suffix="-dummy-key")  # noqa: SIM115  # lives for the run
     key.write("dummy")
     key.flush()
-    pulumi.runtime.set_all_config(
-        {f"deepspeed-swarm:{k}": json.dumps(v) for k, v in stack(n, key.name).items()}, []
-    )
-    sys.path.insert(0, str(ROOT))
+    set_stack_config(stack(n, key.name))
     t0 = time.perf_counter()
     runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
     _sync_await(wait_for_rpcs())
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"hosts": n, "resources": count[0], "seconds": seconds, "peak_mib": peak}
+    return {"hosts": n, "resources": len(mocks.resources), "seconds": seconds, "peak_mib": peak}
 
 
 def measure(n: int) -> dict[str, Any]:
