@@ -24,6 +24,7 @@ from typing import Any
 
 import pulumi
 import pulumi_docker as docker
+from docker.errors import NotFound
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra import render
@@ -109,6 +110,13 @@ class SwarmNodeProvider(BoundaryProvider):
         nodes.sort(key=lambda n: n.attrs["Status"]["State"] != "ready")
         return nodes[0] if nodes else None
 
+    def _node_by_id(self, leader: Any, node_id: str) -> Any:
+        try:
+            node = leader.nodes.get(node_id)
+        except NotFound:
+            return None
+        return node if node.attrs["Status"]["State"] == "ready" else None
+
     def _join(self, props: dict[str, Any], leader: Any) -> None:
         client = docker_client(props["endpoint"])
         state = _swarm_state(client)
@@ -162,7 +170,10 @@ class SwarmNodeProvider(BoundaryProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         leader = docker_client(props["leader_endpoint"])
-        node = self._node(leader, props["host"])
+        # By id first: a hostname changed by hand is drift on the host's facts, not a lost
+        # node (and swarm learns a hostname back only lazily). By hostname second: a host
+        # that left and re-joined is the same declared node under a new id.
+        node = self._node_by_id(leader, id_) or self._node(leader, props["host"])
         if node is None or node.attrs["Status"]["State"] != "ready":
             return ReadResult(id_=None, outs={})
         spec = node.attrs["Spec"]

@@ -124,7 +124,8 @@ class Stack:
         )
 
     def remove(self) -> None:
-        self.pulumi("destroy", "--yes", "--skip-preview", check=False)
+        # --refresh: a test that removed objects by hand must not block the cleanup.
+        self.pulumi("destroy", "--refresh", "--yes", "--skip-preview", check=False)
         self.pulumi("stack", "rm", "--yes", "--force", check=False)
         self.config_file.unlink(missing_ok=True)
 
@@ -181,3 +182,21 @@ def docker_host(lab: dict[str, Any], index: int) -> Any:
     import docker
 
     return docker.DockerClient(base_url=f"unix://{LAB_ROOT}/h{index}/docker.sock", timeout=60)
+
+
+def remove_when_detached(client: Any, network: str, timeout: float = 90.0) -> None:
+    """Remove an overlay by hand once the tasks of removed services have left it
+    (Docker refuses to remove a network that still has endpoints)."""
+    import time
+
+    import docker.errors
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.networks.get(network).remove()
+            return
+        except docker.errors.APIError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import LAB_ROOT, Stack, dev_config, docker_host
+from tests.engine.conftest import LAB_ROOT, Stack, dev_config, docker_host, remove_when_detached
 
 pytestmark = pytest.mark.engine
 
@@ -296,13 +296,8 @@ def test_hand_removed_objects_are_reported_then_repaired(
     lab_docker("service", "rm", "ds-master", "ds-worker", "ds-net-warmup")
     secret = next(s for s in client.secrets.list() if s.attrs["Spec"]["Labels"].get("dss.file")
                   == "wandb_api_key")  # fmt: skip
-    for _ in range(30):
-        try:
-            secret.remove()
-            client.networks.get(network).remove()
-            break
-        except Exception:  # tasks still detaching from the network
-            time.sleep(2)
+    secret.remove()
+    remove_when_detached(client, network)
     proc = deployed.pulumi("refresh", "--preview-only", "--expect-no-changes", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"hand removals not detected:\n{out[-3000:]}"
