@@ -24,13 +24,14 @@ from typing import Any
 
 import pulumi
 import pulumi_docker as docker
-from docker.errors import NotFound
+from docker.errors import DockerException, NotFound
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
+from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from infra import render
 from infra.config import Host, StackConfig
 from infra.dynamic import BoundaryProvider, diff_keys
-from infra.hostops import docker_client, node_hostname
+from infra.hostops import HostError, docker_client, node_hostname
 
 SWARM_PORT = 2377
 
@@ -142,6 +143,17 @@ class SwarmNodeProvider(BoundaryProvider):
         )
 
     def _converge(self, props: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._converge_node(props)
+        except (HostError, DockerException, RequestsConnectionError) as e:
+            # Name the host and what is left undone: the engine prints only the URN.
+            raise HostError(
+                f"swarm node {props['host']}: {e}; not done: its membership, role "
+                f"{props['role']}, availability {props['availability']} and labels "
+                f"{sorted(props['labels'])}; `pulumi up` again once the host answers"
+            ) from None
+
+    def _converge_node(self, props: dict[str, Any]) -> dict[str, Any]:
         leader = docker_client(props["leader_endpoint"])
         self._join(props, leader)
         node = None

@@ -102,8 +102,14 @@ class Stack:
     def start(self, *args: str) -> subprocess.Popen[str]:
         """`pulumi <args>` for this stack in the background (output piped)."""
         argv = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--cwd", str(ROOT)]
+        # Its own process group: a fault test can kill the CLI with its plugins.
         return subprocess.Popen(
-            argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            argv,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
         )
 
     def init(self, secret_values: dict[str, str]) -> None:

@@ -7,11 +7,19 @@ import json
 import re
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.engine.conftest import LAB_ROOT, Stack, dev_config, docker_host, remove_when_detached
+from tests.engine.conftest import (
+    LAB_ROOT,
+    ROOT,
+    Stack,
+    dev_config,
+    docker_host,
+    remove_when_detached,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -140,6 +148,33 @@ def test_refresh_preview_only_finds_no_drift(deployed: Stack) -> None:
     """`refresh --preview-only --expect-no-changes` (the CI drift check) exits 0 after up:
     no perpetual diff, the network's IPAM and vxlan fields included."""
     deployed.pulumi("refresh", "--preview-only", "--expect-no-changes")
+
+
+def test_policy_pack_passes_in_preview(deployed: Stack) -> None:
+    """The policy pack runs inside the real engine's preview (through the Python
+    language host) and the dev stack passes every policy."""
+    proc = deployed.pulumi(
+        "preview", "--policy-pack", str(ROOT / "policy"),
+        "--policy-pack-config", str(ROOT / "policy" / "config" / "dev.json"),
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert "deepspeed-swarm" in out and "Policies:" in out, f"no policy report:\n{out[-3000:]}"
+    assert "violation" not in out.lower(), f"the dev stack violates a policy:\n{out[-3000:]}"
+
+
+def test_policy_pack_blocks_in_preview(deployed: Stack, tmp_path: Path) -> None:
+    """A mandatory policy the stack breaks (an overlay MTU it does not have) fails the
+    preview, naming the policy and the network resource."""
+    config = tmp_path / "policy.json"
+    config.write_text(json.dumps({"all": "mandatory", "overlay-mtu": {"mtu": 1500},
+                                  "gpu-reservation": {"cpu_only": True}}))  # fmt: skip
+    proc = deployed.pulumi(
+        "preview", "--policy-pack", str(ROOT / "policy"), "--policy-pack-config", str(config),
+        check=False,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, f"a mandatory violation did not fail the preview:\n{out[-3000:]}"
+    assert "overlay-mtu" in out and "test-engine-net-overlay" in out, out[-3000:]
 
 
 def test_state_has_no_plaintext_secrets(deployed: Stack) -> None:

@@ -1,0 +1,1 @@
+"""Operating a deployed stack: repairs after interrupted operations."""
