@@ -25,6 +25,8 @@ from pulumi_policy import (
     Secret,
 )
 
+from infra.dynamic import normalize
+
 SERVICE = "docker:index/service:Service"
 NETWORK = "docker:index/network:Network"
 IMAGE = "docker:index/image:Image"
@@ -204,7 +206,10 @@ def _policy(
     name: str, check: Any, schema: PolicyConfigSchema | None = None
 ) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        for message in check(args.resource_type, args.props, args.get_config()):
+        # The engine hands numbers over as doubles (an integer MTU arrives as 9000.0):
+        # normalised here, once, as the dynamic providers do.
+        props, config = normalize(args.props), normalize(args.get_config())
+        for message in check(args.resource_type, props, config):
             report_violation(f"{args.name}: {message}", None)
 
     return ResourceValidationPolicy(

@@ -10,6 +10,7 @@ not know, and exactly one launcher trains the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -42,12 +43,25 @@ def stack(lab: dict[str, Any], make_stack: Any) -> Stack:
     return made
 
 
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of a session: the CLI and its plugins, which Pulumi starts
+    in process groups of their own (a killpg of the CLI's group would orphan them)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process has just exited
+            continue
+        if int(fields[3]) == sid:  # after ")": state, ppid, pgrp, session
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+
+
 def interrupt(stack: Stack, args: list[str], pattern: str, sig: int, delay: float = 1.0) -> str:
     """Run `pulumi <args>`, send `sig` `delay` s after a line matches `pattern` (the
     engine prints "creating" before it asks the provider), return all output.
 
     SIGINT goes to the CLI alone (a CI job cancelled, Ctrl-C); SIGKILL to its whole
-    process group, plugins included (a runner torn down, a laptop out of battery)."""
+    session, plugins included (a runner torn down, a laptop out of battery)."""
     proc = stack.start(*args)
     assert proc.stdout is not None
     lines: list[str] = []
@@ -57,7 +71,7 @@ def interrupt(stack: Stack, args: list[str], pattern: str, sig: int, delay: floa
         if not sent and re.search(pattern, line):
             time.sleep(delay)
             if sig == signal.SIGKILL:
-                os.killpg(proc.pid, signal.SIGKILL)
+                kill_session(proc.pid)
             else:
                 proc.send_signal(sig)
             sent = True

@@ -158,8 +158,9 @@ def test_policy_pack_passes_in_preview(deployed: Stack) -> None:
         "--policy-pack-config", str(ROOT / "policy" / "config" / "dev.json"),
     )  # fmt: skip
     out = proc.stdout + proc.stderr
-    assert "deepspeed-swarm" in out and "Policies:" in out, f"no policy report:\n{out[-3000:]}"
-    assert "violation" not in out.lower(), f"the dev stack violates a policy:\n{out[-3000:]}"
+    assert "Policies:" in out and "deepspeed-swarm@v" in out, f"no policy report:\n{out[-3000:]}"
+    reported = [x for x in out.splitlines() if "[advisory]" in x or "[mandatory]" in x]
+    assert not reported, f"the dev stack breaks (or escapes) a policy:\n{out[-3000:]}"
 
 
 def test_policy_pack_blocks_in_preview(deployed: Stack, tmp_path: Path) -> None:

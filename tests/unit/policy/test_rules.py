@@ -183,3 +183,21 @@ def test_flag_named_like_a_key_is_fine() -> None:
     """A switch such as DSS_REQUIRE_SSH_KEY=1 is not a credential."""
     good = service(env={"DSS_REQUIRE_SSH_KEY": "1"})
     assert rules.check_no_secrets(rules.SERVICE, good, GPU_CFG) == []
+
+
+def test_pack_normalises_numbers_from_the_engine() -> None:
+    """An integer policy option arrives from the engine as a double (9000.0); the pack
+    compares it as the integer it is (found by the real engine, invisible under mocks)."""
+    policy = next(p for p in rules.POLICIES if p.name == "overlay-mtu")
+    args = ResourceValidationArgs(
+        resource_type=rules.NETWORK,
+        props={"driver": "overlay", "options": {rules.MTU_OPTION: "9000"}},
+        urn="urn:pulumi:dev::deepspeed-swarm::docker:index/network:Network::dev-net-overlay",
+        name="dev-net-overlay",
+        opts=PolicyResourceOptions(False, [], None, [], None, [], None),  # type: ignore[arg-type]
+        provider=None,
+        config={"mtu": 9000.0},
+    )
+    seen: list[str] = []
+    policy.validate(args, lambda msg, urn: seen.append(msg))
+    assert seen == [], f"dev-net-overlay: 9000 vs 9000.0 reported: {seen}"
