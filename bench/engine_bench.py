@@ -44,22 +44,24 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 class Pulumi:
-    """`pulumi ... --stack bench-dev` with a throwaway backend and passphrase."""
+    """`pulumi ... --stack <stack>` with a throwaway backend and passphrase."""
 
-    def __init__(self, state: Path) -> None:
+    def __init__(self, state: Path, stack: str = STACK) -> None:
+        self.stack = stack
         self.env = dict(os.environ, PULUMI_BACKEND_URL=f"file://{state}",
                         PULUMI_CONFIG_PASSPHRASE="bench")  # fmt: skip
 
     def __call__(self, *args: str) -> None:
-        argv = ["pulumi", *args, "--stack", STACK, "--non-interactive", "--cwd", str(ROOT)]
+        argv = ["pulumi", *args, "--stack", self.stack, "--non-interactive", "--cwd", str(ROOT)]
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise SystemExit(f"{shlex.join(argv)} exited {proc.returncode}:\n{proc.stdout[-3000:]}"
                              f"\n{proc.stderr[-2000:]}")  # fmt: skip
 
 
-def first_step_logged(timeout: float = 900) -> None:
-    log = LAB_ROOT / "shared" / "logs" / RUN / "metrics.jsonl"
+def first_step_logged(timeout: float = 900, run: str = RUN) -> None:
+    """Wait until run `run` has logged a training step on the lab's shared /data."""
+    log = LAB_ROOT / "shared" / "logs" / run / "metrics.jsonl"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if log.exists() and log.read_text().strip():
