@@ -94,6 +94,10 @@ def one_run(state: Path) -> dict[str, float]:
         )
         out["preview (no-op)"] = timed(lambda: pulumi("preview", "--expect-no-changes"))
         out["up (no-op)"] = timed(lambda: pulumi("up", "--yes", "--expect-no-changes"))
+        # As the cold `up` above: without the preview `up` runs first by default.
+        out["up --skip-preview (no-op)"] = timed(
+            lambda: pulumi("up", "--yes", "--skip-preview", "--expect-no-changes")
+        )
         out["refresh --preview-only"] = timed(
             lambda: pulumi("refresh", "--preview-only", "--expect-no-changes")
         )
