@@ -1,0 +1,356 @@
+"""Data-plane benchmark: TCP throughput and gloo all-reduce bus bandwidth between containers
+on different lab hosts, over a Swarm overlay with MTU 9000, one with MTU 1500, and host
+networking (each lab host's own network namespace). Prints markdown tables and the command.
+
+    sudo .venv/bin/python bench/dataplane_bench.py [--hosts 8] [--sizes 1K 16K 256K 4M 64M]
+        [--tcp-seconds 5] [--rounds 3] [--quick]
+
+Starts its own lab (`python -m lab up --hosts N --swarm`) and always takes it down. Both
+tests run inside the training image (images/build, pushed to the lab registry), with
+`--entrypoint python3`: TCP is a Python socket stream (1 MiB sendall, host 1 -> host 2,
+the receiver's byte count over the sender's wall time); all-reduce is torch.distributed
+with gloo, one rank per lab host, busbw = 2(n-1)/n * size / time as nccl-tests define it
+(time: mean over the timed iterations, the slowest rank's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT_DIR))
+
+from lab import config as c  # noqa: E402
+
+IMAGE = f"{c.REGISTRY_ADDR}/deepspeed-swarm/train:lab-bench"
+PREFIX = "dssb"
+PORT = 29500
+# (label, docker network, MTU option): the overlays are made by the bench, "host" is built in.
+NETWORKS = (
+    ("overlay MTU 9000", f"{PREFIX}-ov9000", 9000),
+    ("overlay MTU 1500", f"{PREFIX}-ov1500", 1500),
+    ("host network", "host", None),
+)
+
+# Runs inside the training image: `python3 -c WORKER <mode> ...`.
+WORKER = r"""
+import fcntl, json, os, socket, struct, sys, time
+
+def resolve(name):
+    for _ in range(120):  # the overlay's DNS entry of a container on another host may lag
+        try:
+            return socket.gethostbyname(name)
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"cannot resolve {name}")
+
+def iface_to(addr):
+    # The interface whose address routes to addr (overlay containers also have eth1).
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.connect((addr, 9))
+    local = u.getsockname()[0]
+    for _, name in socket.if_nameindex():
+        try:
+            req = struct.pack("256s", name.encode()[:15])
+            got = socket.inet_ntoa(fcntl.ioctl(u.fileno(), 0x8915, req)[20:24])
+        except OSError:
+            continue
+        if got == local:
+            mtu = int(open(f"/sys/class/net/{name}/mtu").read())
+            return name, mtu
+    raise SystemExit(f"no interface has {local}")
+
+mode = sys.argv[1]
+if mode == "tcp-server":
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", int(sys.argv[2])))
+    s.listen(1)
+    while True:
+        conn, _ = s.accept()
+        buf, total = bytearray(1 << 20), 0
+        while n := conn.recv_into(buf):
+            total += n
+        conn.sendall(str(total).encode())
+        conn.close()
+elif mode == "tcp-client":
+    addr, port, secs = resolve(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    for _ in range(120):
+        try:
+            s = socket.create_connection((addr, port), timeout=60)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        raise SystemExit(f"cannot connect to {addr}:{port}")
+    iface, mtu = iface_to(addr)
+    buf = memoryview(bytearray(1 << 20))
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < secs:
+        s.sendall(buf)
+    s.shutdown(socket.SHUT_WR)
+    total = int(s.recv(64))
+    dt = time.perf_counter() - t0
+    print(json.dumps({"bytes": total, "seconds": dt, "iface": iface, "mtu": mtu}))
+elif mode == "allreduce":
+    from datetime import timedelta
+    rank, world, master = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    sizes = [int(x) for x in sys.argv[5].split(",")]
+    addr = resolve(master)
+    for peer in sys.argv[7].split(","):  # all peers in the overlay's DNS before gloo connects
+        resolve(peer)
+    iface, mtu = iface_to(addr)
+    os.environ["GLOO_SOCKET_IFNAME"] = iface
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{sys.argv[6]}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=600))
+    out = []
+    for size in sizes:
+        t = torch.zeros(max(1, size // 4), dtype=torch.float32)
+        iters = max(4, min(50, (256 << 20) // size))
+        for _ in range(2):
+            dist.all_reduce(t)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(t)
+        el = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
+        dist.all_reduce(el, op=dist.ReduceOp.MAX)
+        out.append({"size": size, "iters": iters, "time_s": el.item()})
+    if rank == 0:
+        print(json.dumps({"iface": iface, "mtu": mtu, "results": out}))
+    dist.destroy_process_group()
+"""
+
+
+def sh(*cmd: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if check and r.returncode:
+        raise RuntimeError(f"{shlex.join(cmd)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+    return r
+
+
+def hdocker(i: int, *args: str, check: bool = True, timeout: float = 900) -> str:
+    """The docker CLI against lab host i's own daemon."""
+    sock = c.LabPaths(c.lab_root()).host(i).socket
+    return sh("docker", "-H", f"unix://{sock}", *args, check=check, timeout=timeout).stdout
+
+
+def lab_cli(*args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "lab", *args], cwd=ROOT_DIR, check=True, stdout=subprocess.DEVNULL
+    )
+
+
+def parse_size(text: str) -> int:
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+    return int(text.rstrip("KkMmGg")) * mult
+
+
+def fmt_size(n: int) -> str:
+    for unit, m in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= m and n % m == 0:
+            return f"{n // m} {unit}"
+    return f"{n} B"
+
+
+def run_args(net: str, name: str, flag: str, hosts: int) -> list[str]:
+    """`docker run` of WORKER in the training image (flag: -d or --rm). With host networking
+    the lab hosts' names go into /etc/hosts: the machine's resolvers are not reachable from
+    the lab, and torch's TCPStore looks up each peer's name (10 s per lookup otherwise)."""
+    names = [f"--add-host={c.host_name(i)}:{c.host_addr(i)}" for i in range(1, hosts + 1)]
+    return [
+        "run", flag, "--name", name, "--network", net, "--no-healthcheck",
+        *(names if net == "host" else []), "--entrypoint", "python3", IMAGE, "-c", WORKER,
+    ]  # fmt: skip
+
+
+def remove_containers(hosts: int) -> None:
+    for i in range(1, hosts + 1):
+        ids = hdocker(i, "ps", "-aq", "--filter", f"name={PREFIX}-", check=False).split()
+        if ids:
+            hdocker(i, "rm", "-f", *ids, check=False)
+
+
+def tcp(net: str, seconds: float, hosts: int) -> dict[str, Any]:
+    """One stream of `seconds`, lab-h1 -> lab-h2: Gbit/s and the container's MTU."""
+    hdocker(2, *run_args(net, f"{PREFIX}-srv", "-d", hosts), "tcp-server", "5201")
+    target = c.host_addr(2) if net == "host" else f"{PREFIX}-srv"
+    try:
+        cli = run_args(net, f"{PREFIX}-cli", "--rm", hosts)
+        out = hdocker(1, *cli, "tcp-client", target, "5201", str(seconds))
+    finally:
+        hdocker(2, "rm", "-f", f"{PREFIX}-srv", check=False)
+    got = json.loads(out.strip().splitlines()[-1])
+    return {"gbit": got["bytes"] * 8 / got["seconds"] / 1e9, "mtu": got["mtu"]}
+
+
+def allreduce(net: str, hosts: int, sizes: Sequence[int], tries: int = 3) -> dict[str, Any]:
+    """One rank per lab host; rank 0 on host 1 is the rendezvous. A sweep whose gloo mesh
+    fails to connect (an overlay peer not yet known on another host) is retried."""
+    for attempt in range(1, tries + 1):
+        try:
+            res = _allreduce_once(net, hosts, sizes)
+            res["attempts"] = attempt
+            return res
+        except RuntimeError as e:
+            if attempt == tries:
+                raise
+            print(f"retrying the all-reduce over {net}: {str(e)[:300]}", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+def _allreduce_once(net: str, hosts: int, sizes: Sequence[int]) -> dict[str, Any]:
+    master = c.host_addr(1) if net == "host" else f"{PREFIX}-r0"
+    names = [f"{PREFIX}-r{r}" for r in range(hosts)]
+    peers = ",".join(c.host_name(r + 1) if net == "host" else n for r, n in enumerate(names))
+    sock = c.LabPaths(c.lab_root()).host
+    waits: list[subprocess.Popen[str]] = []
+    try:
+        for r, name in enumerate(names):
+            args = ("allreduce", str(r), str(hosts), master, ",".join(map(str, sizes)), str(PORT))
+            hdocker(r + 1, *run_args(net, name, "-d", hosts), *args, peers)
+        waits = [
+            subprocess.Popen(["docker", "-H", f"unix://{sock(r + 1).socket}", "wait", n],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for r, n in enumerate(names)
+        ]  # fmt: skip
+        deadline = time.monotonic() + 1800
+        codes: dict[int, str] = {}
+        while len(codes) < hosts and time.monotonic() < deadline:
+            for r, w in enumerate(waits):
+                if r not in codes and w.poll() is not None:
+                    codes[r] = w.communicate()[0].strip()
+            if any(x != "0" for x in codes.values()):
+                break  # the first rank to fail ends the sweep
+            time.sleep(0.5)
+        if len(codes) < hosts or any(x != "0" for x in codes.values()):
+            logs = {
+                n: sh("docker", "-H", f"unix://{sock(r + 1).socket}", "logs", n, check=False)
+                .stderr[-600:]
+                for r, n in enumerate(names)
+            }  # fmt: skip
+            raise RuntimeError(f"all-reduce over {net}: exit codes {codes}\n{logs}")
+        out = hdocker(1, "logs", names[0])
+    finally:
+        for w in waits:
+            w.kill()
+            w.wait()
+        for r, n in enumerate(names):
+            hdocker(r + 1, "rm", "-f", n, check=False)
+    res: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return res
+
+
+def busbw_gbs(size: int, seconds: float, n: int) -> float:
+    return 2 * (n - 1) / n * size / seconds / 1e9
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=8, help="lab hosts = all-reduce ranks")
+    ap.add_argument("--sizes", nargs="+", default=["1K", "16K", "256K", "4M", "64M"])
+    ap.add_argument("--tcp-seconds", type=float, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="networks interleaved; medians")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 hosts, 1M, 1 s, 1 round")
+    a = ap.parse_args()
+    if a.quick:
+        a.hosts, a.sizes, a.tcp_seconds, a.rounds = 2, ["1M"], 1.0, 1
+    sizes = [parse_size(x) for x in a.sizes]
+
+    lab_cli("down")
+    labels = [label for label, _, _ in NETWORKS]
+    tcp_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    ar_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    timings: dict[str, float] = dict.fromkeys(labels, 0.0)
+    try:
+        t0 = time.monotonic()
+        lab_cli("up", "--hosts", str(a.hosts), "--gpus", "1", "--swarm")
+        env = dict(os.environ, DSS_IMAGE=IMAGE)
+        subprocess.run(
+            [str(ROOT_DIR / "images" / "build")], env=env, check=True, capture_output=True
+        )
+        sh("docker", "push", IMAGE)
+        # Every lab host has its own image store: pull on all of them at once.
+        socks = [c.LabPaths(c.lab_root()).host(i).socket for i in range(1, a.hosts + 1)]
+        pulls = [
+            subprocess.Popen(["docker", "-H", f"unix://{s}", "pull", "-q", IMAGE],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for s in socks
+        ]  # fmt: skip
+        for p in pulls:
+            if p.wait(timeout=1800):
+                raise RuntimeError(f"docker pull {IMAGE}: {p.stderr.read() if p.stderr else ''}")
+        for _, net, mtu in NETWORKS:
+            if mtu is not None:
+                hdocker(1, "network", "create", "-d", "overlay", "--attachable",
+                        "--opt", f"com.docker.network.driver.mtu={mtu}", net)  # fmt: skip
+        timings["setup"] = time.monotonic() - t0
+        for _ in range(a.rounds):
+            for label, net, _ in NETWORKS:
+                t1 = time.monotonic()
+                tcp_runs[label].append(tcp(net, a.tcp_seconds, a.hosts))
+                ar_runs[label].append(allreduce(net, a.hosts, sizes))
+                timings[label] += time.monotonic() - t1
+    finally:
+        if c.LabPaths(c.lab_root()).host(1).socket.exists():
+            remove_containers(a.hosts)
+            for _, net, mtu in NETWORKS:
+                if mtu is not None:
+                    hdocker(1, "network", "rm", net, check=False)
+        lab_cli("down")
+
+    host = labels[2]
+    retried = sum(r["attempts"] - 1 for v in ar_runs.values() for r in v)
+    cmd = shlex.join(["python", "bench/dataplane_bench.py", *sys.argv[1:]])
+    print(
+        f"`{cmd}` ({a.hosts} lab hosts, one container each, {a.rounds} rounds with the networks "
+        f"interleaved, medians; {platform.machine()}, {len(os.sched_getaffinity(0))} cores; "
+        f"all-reduce sweeps retried: {retried}; "
+        f"setup {timings['setup']:.0f} s, "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items() if k != "setup")
+        + ")\n"
+    )
+    print(f"TCP, one Python socket stream lab-h1 -> lab-h2, {a.tcp_seconds:g} s per round:\n")
+    print("| network | container MTU | Gbit/s | rounds | vs host |")
+    print("| --- | --- | --- | --- | --- |")
+    gbit = {k: statistics.median(t["gbit"] for t in v) for k, v in tcp_runs.items()}
+    for label in labels:
+        runs = ", ".join(f"{t['gbit']:.2f}" for t in tcp_runs[label])
+        mtu = tcp_runs[label][0]["mtu"]
+        print(f"| {label} | {mtu} | {gbit[label]:.2f} | {runs} | {gbit[label] / gbit[host]:.0%} |")
+    print(
+        f"\ngloo all-reduce, {a.hosts} ranks (one per lab host), float32; busbw in GB/s "
+        "(median time per all-reduce in ms):\n"
+    )
+    print("| size | iters | " + " | ".join(labels) + " | 9000/host | 1500/host |")
+    print("| --- | --- | " + " | ".join("---" for _ in labels) + " | --- | --- |")
+    for k, size in enumerate(sizes):
+        bw, cells = {}, []
+        for label in labels:
+            secs = statistics.median(r["results"][k]["time_s"] for r in ar_runs[label])
+            bw[label] = busbw_gbs(size, secs, a.hosts)
+            cells.append(f"{bw[label]:.3g} ({secs * 1e3:.3g})")
+        iters = ar_runs[host][0]["results"][k]["iters"]
+        print(
+            f"| {fmt_size(size)} | {iters} | " + " | ".join(cells)
+            + f" | {bw[labels[0]] / bw[host]:.0%} | {bw[labels[1]] / bw[host]:.0%} |"
+        )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

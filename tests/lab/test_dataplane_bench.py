@@ -1,0 +1,49 @@
+"""bench/dataplane_bench.py: a smoke run with --quick (2 lab hosts, 1 MB, one round); the
+full numbers are in docs/benchmarks.md. It starts and takes down its own lab."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.lab, pytest.mark.image, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+NETWORKS = ("overlay MTU 9000", "overlay MTU 1500", "host network")
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """Table rows by their first cell (header and separator rows included)."""
+    return {
+        cells[0]: cells[1:]
+        for line in text.splitlines()
+        if line.startswith("| ")
+        for cells in [[x.strip() for x in line.strip().strip("|").split("|")]]
+    }
+
+
+def test_dataplane_bench_quick() -> None:
+    """TCP and a 2-rank gloo all-reduce run over both overlays and host networking, with
+    the containers' MTUs the overlays promise, positive rates, and the lab left down."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "dataplane_bench.py"), "--quick"],
+        capture_output=True, text=True, timeout=840, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"bench failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    rows = _rows(proc.stdout)
+    mtus = {net: int(rows[net][0]) for net in NETWORKS}
+    assert mtus == {NETWORKS[0]: 8950, NETWORKS[1]: 1450, NETWORKS[2]: 9100}, proc.stdout
+    for net in NETWORKS:
+        assert float(rows[net][1]) > 0, f"{net}: no TCP throughput\n{proc.stdout}"
+    gloo = rows["1 MB"]
+    assert len(gloo) == 6, proc.stdout
+    assert all(float(cell.split()[0]) > 0 for cell in gloo[1:4]), proc.stdout
+    assert all(cell.endswith("%") for cell in gloo[4:]), proc.stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "dsslab-" not in netns, f"lab left up: {netns}"
