@@ -11,8 +11,9 @@ each on a fresh lab, and prints a markdown table with the command that produced 
     scripts/bootstrap && . scripts/env.sh && python bench/train_time_bench.py --hosts 2 4 8 --runs 2
 
 The stack: the dev stack's config for hosts lab-h1..lab-hN (2 fake GPUs each; the
-first three are managers), one rank per node (CPU, gloo), pdsh launch. Both paths
-build the image from cached layers and push it to the lab's registry.
+first three are managers, or the first alone under 3 hosts: Raft wants an odd
+count), one rank per node (CPU, gloo), pdsh launch. Both paths build the image from
+cached layers and push it to the lab's registry.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def stack_config(hosts: int, run: str) -> dict[str, Any]:
             "name": f"lab-h{i}",
             "address": f"10.213.0.{10 + i}",
             "docker_host": f"unix:///var/lib/dss-lab/h{i}/docker.sock",
-            "role": "manager" if i <= min(3, hosts) else "worker",
+            "role": "manager" if i <= (3 if hosts >= 3 else 1) else "worker",
             "gpus": {"count": GPUS, "model": "fake-gpu"},
         }
         for i in range(1, hosts + 1)
