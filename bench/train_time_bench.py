@@ -19,6 +19,7 @@ cached layers and push it to the lab's registry.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shlex
@@ -134,6 +135,9 @@ def main() -> int:
         for i in range(a.runs):
             engine.append(pulumi_run(n, f"bench-h{n}-{i}"))
             script.append(script_run(n, f"bench-h{n}-{i}"))
+            # Each run as it ends: a later failure does not lose it.
+            print(json.dumps({"hosts": n, "pulumi": engine[-1], "script": script[-1]}),
+                  file=sys.stderr, flush=True)  # fmt: skip
         rows.append((n, engine, script))
     cmd = shlex.join(["python", "bench/train_time_bench.py", *sys.argv[1:]])
     cores = len(os.sched_getaffinity(0))

@@ -19,6 +19,7 @@ provider for swarm-scoped objects: nothing relies on an ambient DOCKER_HOST.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -110,6 +111,24 @@ class SwarmNodeProvider(BoundaryProvider):
         # A host that re-joined leaves a `down` ghost behind; the live one counts.
         nodes.sort(key=lambda n: n.attrs["Status"]["State"] != "ready")
         return nodes[0] if nodes else None
+
+    def _demote(self, leader: Any, node_id: str, timeout: float = 60) -> None:
+        """Make a manager a worker (through the leader) and wait until Raft agrees."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                node = leader.nodes.get(node_id)
+            except NotFound:
+                return
+            if node.attrs["Spec"].get("Role") != "manager" and not node.attrs.get("ManagerStatus"):
+                return
+            if node.attrs["Spec"].get("Role") == "manager":
+                spec = dict(node.attrs["Spec"], Role="worker")
+                # A concurrent update bumps the version: the next pass reads it again.
+                with contextlib.suppress(DockerException):
+                    node.update(spec)
+            time.sleep(1)
+        raise HostError(f"swarm node {node_id}: still a manager {timeout:.0f} s after demotion")
 
     def _node_by_id(self, leader: Any, node_id: str) -> Any:
         try:
@@ -206,9 +225,14 @@ class SwarmNodeProvider(BoundaryProvider):
         client = docker_client(props["endpoint"])
         if props.get("is_leader"):
             return  # the leader leaves with SwarmInit, after every other node
+        leader = docker_client(props["leader_endpoint"])
+        # A manager that leaves by force takes its Raft vote with it, and the engine
+        # deletes nodes in parallel: two of three managers gone at once leave the
+        # swarm without a quorum (the leader then cannot remove them, nor itself
+        # leave cleanly). Demoted first through the leader, they leave as workers.
+        self._demote(leader, id_)
         if _swarm_state(client).get("LocalNodeState") == "active":
             client.swarm.leave(force=True)
-        leader = docker_client(props["leader_endpoint"])
         for _ in range(30):
             try:
                 leader.api.remove_node(id_, force=True)

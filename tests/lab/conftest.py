@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from infra import render
+from infra.swarm import endpoint as swarm_endpoint
 from lab import config as c
 from lab.down import down
 from lab.status import status
@@ -150,3 +152,33 @@ def dev_stack_config() -> Any:
 def dev_cfg() -> Any:
     """The dev stack's validated config."""
     return dev_stack_config()
+
+
+def init_props(cfg: Any) -> dict[str, Any]:
+    """SwarmInit inputs for a config's leader, as the program passes them."""
+    leader = cfg.leader
+    return {
+        "host": leader.name,
+        "endpoint": swarm_endpoint(leader),
+        "advertise_addr": leader.address,
+        "addr_pool": None,
+        "swarm_id": None,
+    }
+
+
+def node_props(cfg: Any, name: str, swarm_id: str) -> dict[str, Any]:
+    """SwarmNode inputs for one host of a config, as the program passes them."""
+    h = next(h for h in cfg.hosts if h.name == name)
+    return {
+        "host": h.name,
+        "is_leader": h is cfg.leader,
+        "endpoint": swarm_endpoint(h),
+        "leader_endpoint": swarm_endpoint(cfg.leader),
+        "leader_addr": cfg.leader.address,
+        "advertise_addr": h.address,
+        "swarm_id": swarm_id,
+        "role": h.role,
+        "availability": "active",
+        "labels": render.node_labels(cfg, h),
+        "node_id": None,
+    }

@@ -6,40 +6,11 @@ from typing import Any
 
 import pytest
 
-from infra import render
 from infra.hostops import docker_client
 from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
-from tests.lab.conftest import Lab, dev_stack_config
+from tests.lab.conftest import Lab, dev_stack_config, init_props, node_props
 
 pytestmark = pytest.mark.lab
-
-
-def init_props(cfg: Any) -> dict[str, Any]:
-    leader = cfg.leader
-    return {
-        "host": leader.name,
-        "endpoint": endpoint(leader),
-        "advertise_addr": leader.address,
-        "addr_pool": None,
-        "swarm_id": None,
-    }
-
-
-def node_props(cfg: Any, name: str, swarm_id: str) -> dict[str, Any]:
-    h = next(h for h in cfg.hosts if h.name == name)
-    return {
-        "host": h.name,
-        "is_leader": h is cfg.leader,
-        "endpoint": endpoint(h),
-        "leader_endpoint": endpoint(cfg.leader),
-        "leader_addr": cfg.leader.address,
-        "advertise_addr": h.address,
-        "swarm_id": swarm_id,
-        "role": h.role,
-        "availability": "active",
-        "labels": render.node_labels(cfg, h),
-        "node_id": None,
-    }
 
 
 @pytest.fixture(scope="module")
