@@ -127,6 +127,14 @@ def _props(res: dict[str, Any]) -> dict[str, Any]:
     return {**(res.get("inputs") or {}), **(res.get("outputs") or {})}
 
 
+def _all_resources(deployment: dict[str, Any]) -> list[dict[str, Any]]:
+    """The checkpoint's resources, those of its pending operations included."""
+    return [
+        *(deployment.get("resources") or []),
+        *(op["resource"] for op in deployment.get("pending_operations") or []),
+    ]
+
+
 def pending_operations(deployment: dict[str, Any]) -> list[Pending]:
     """The pending operations of a checkpoint, in state order."""
     return [
@@ -142,10 +150,7 @@ def pending_operations(deployment: dict[str, Any]) -> list[Pending]:
 
 def leader_endpoint(deployment: dict[str, Any]) -> dict[str, Any] | None:
     """The swarm leader's Docker endpoint, as the swarm resources recorded it."""
-    resources = [
-        *(deployment.get("resources") or []),
-        *(op["resource"] for op in deployment.get("pending_operations") or []),
-    ]
+    resources = _all_resources(deployment)
     for res in resources:
         props = _props(res)
         if isinstance(props.get("leader_endpoint"), dict):
@@ -185,11 +190,8 @@ def swarm_objects(leader: Any) -> list[tuple[str, str, str]]:
 
 def declared_hosts(deployment: dict[str, Any]) -> set[str]:
     """The hosts the state's resources are about (facts, swarm init and nodes)."""
-    resources = [
-        *(deployment.get("resources") or []),
-        *(op["resource"] for op in deployment.get("pending_operations") or []),
-    ]
-    return {str(h) for res in resources if isinstance(h := _props(res).get("host"), str)}
+    hosts = (_props(res).get("host") for res in _all_resources(deployment))
+    return {h for h in hosts if isinstance(h, str)}
 
 
 def survey(pulumi: Pulumi) -> tuple[Report, Any]:

@@ -206,3 +206,10 @@ def remove_when_detached(client: Any, network: str, timeout: float = 90.0) -> No
             if time.monotonic() > deadline:
                 raise
             time.sleep(2)
+
+
+def logged_steps(run: str) -> list[int]:
+    """The steps rank 0 of run `run` has logged so far (metrics on the lab's shared /data)."""
+    log = LAB_ROOT / "shared" / "logs" / run / "metrics.jsonl"
+    text = log.read_text() if log.exists() else ""
+    return [json.loads(x)["step"] for x in text.splitlines() if x.strip()]

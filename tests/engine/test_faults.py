@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import LAB_ROOT, ROOT, Stack, dev_config, docker_host
+from tests.engine.conftest import LAB_ROOT, ROOT, Stack, dev_config, docker_host, logged_steps
 
 pytestmark = pytest.mark.engine
 
@@ -124,12 +124,6 @@ def launchers(lab: dict[str, Any]) -> int:
     return count
 
 
-def logged_steps() -> int:
-    path = LAB_ROOT / "shared" / "logs" / RUN / "metrics.jsonl"
-    text = path.read_text() if path.exists() else ""
-    return len([x for x in text.splitlines() if x.strip()])
-
-
 def converged(stack: Stack, lab: dict[str, Any], *up_args: str) -> None:
     """`up` finishes the job; then a preview is a no-op, the swarm holds nothing the
     state does not know, and one launcher trains the run (and logs steps)."""
@@ -137,11 +131,11 @@ def converged(stack: Stack, lab: dict[str, Any], *up_args: str) -> None:
     stack.pulumi("preview", "--expect-no-changes")
     report = recover(stack)
     assert report.returncode == 0, f"orphans or pending operations:\n{report.stdout}"
-    before = logged_steps()
+    before = len(logged_steps(RUN))
     deadline = time.monotonic() + 300
-    while logged_steps() <= before + 2 and time.monotonic() < deadline:
+    while len(logged_steps(RUN)) <= before + 2 and time.monotonic() < deadline:
         time.sleep(3)
-    assert logged_steps() > before + 2, f"run {RUN} logs no new steps after the recovery"
+    assert len(logged_steps(RUN)) > before + 2, f"run {RUN} logs no new steps after the recovery"
     assert launchers(lab) == 1, f"{launchers(lab)} launchers train run {RUN} (want exactly 1)"
 
 

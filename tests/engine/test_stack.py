@@ -18,6 +18,7 @@ from tests.engine.conftest import (
     Stack,
     dev_config,
     docker_host,
+    logged_steps,
     remove_when_detached,
 )
 
@@ -189,18 +190,11 @@ def test_state_has_no_plaintext_secrets(deployed: Stack) -> None:
     assert "PRIVATE KEY" not in printed, "the engine printed an SSH private key"
 
 
-def logged_steps() -> list[int]:
-    """The steps rank 0 has logged so far in this run."""
-    log = LAB_ROOT / "shared" / "logs" / RUN / "metrics.jsonl"
-    text = log.read_text() if log.exists() else ""
-    return [json.loads(x)["step"] for x in text.splitlines() if x.strip()]
-
-
 def test_task_spec_update_relaunches_training(deployed: Stack) -> None:
     """An update that restarts the tasks (a new /dev/shm size) relaunches the run in the
     new tasks, which resumes from its checkpoint; a second `up` meanwhile is refused by
     the stack's lock; then the stack is a no-op again."""
-    before = max(logged_steps(), default=0)
+    before = max(logged_steps(RUN), default=0)
     deployed.pulumi("config", "set", "--path", "training.shm_size", "512m")
     first = deployed.start("up", "--yes", "--skip-preview")
     locks = deployed.workdir / "state" / ".pulumi" / "locks"
@@ -215,9 +209,9 @@ def test_task_spec_update_relaunches_training(deployed: Stack) -> None:
     assert second.returncode != 0, "a concurrent up was not refused"
     assert "currently locked" in second.stdout + second.stderr, second.stderr[-2000:]
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and max(logged_steps(), default=0) <= before + 2:
+    while time.monotonic() < deadline and max(logged_steps(RUN), default=0) <= before + 2:
         time.sleep(5)
-    after = max(logged_steps(), default=0)
+    after = max(logged_steps(RUN), default=0)
     assert after > before + 2, f"training did not go on after the update: step {before} -> {after}"
     deployed.pulumi("preview", "--expect-no-changes")
 
