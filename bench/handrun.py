@@ -40,6 +40,7 @@ from infra.config import (  # noqa: E402
     StackConfig,
     parse_stack_config,
     size_bytes,
+    stack_file_values,
 )
 
 STACK = "dss"
@@ -49,8 +50,8 @@ NETWORK = "ds-net"
 
 def load(stack_file: Path) -> StackConfig:
     """A stack file's config, without its (encrypted) secrets."""
-    raw = yaml.safe_load(stack_file.read_text())["config"]
-    values = {k.split(":", 1)[1]: v for k, v in raw.items() if k != "deepspeed-swarm:secrets"}
+    values = stack_file_values(stack_file.read_text())
+    values.pop("secrets", None)
     return parse_stack_config(values)
 
 

@@ -1251,6 +1251,14 @@ def stack_file_yaml(config: dict[str, Any]) -> str:
     return yaml.dump({"config": config}, Dumper=_StackFileDumper, sort_keys=False)
 
 
+def stack_file_values(text: str) -> dict[str, Any]:
+    """The raw `deepspeed-swarm:*` values of a stack file's text, prefix stripped (the
+    inverse of `stack_file_yaml`; secrets stay as the file holds them)."""
+    prefix = f"{PROJECT}:"
+    config = yaml.safe_load(text)["config"]
+    return {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
+
+
 README_START, README_END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 
 

@@ -138,12 +138,9 @@ def bare_lab() -> Iterator[Lab]:
 
 def dev_stack_config() -> Any:
     """The dev stack's validated config (it points at the lab's fixed addresses)."""
-    import yaml
+    from infra.config import parse_stack_config, stack_file_values
 
-    from infra.config import parse_stack_config
-
-    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "Pulumi.dev.yaml").read_text())
-    raw = {k.split(":", 1)[1]: v for k, v in doc["config"].items()}
+    raw = stack_file_values((Path(__file__).resolve().parents[2] / "Pulumi.dev.yaml").read_text())
     raw.pop("secrets", None)  # encrypted; these tests need none of them
     return parse_stack_config(raw)
 

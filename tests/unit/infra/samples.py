@@ -7,16 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
+
+from infra.config import stack_file_values
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def stack_config(stack: str) -> dict[str, Any]:
     """The raw `deepspeed-swarm:*` values of a committed stack file (prefix stripped)."""
-    doc = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
-    prefix = "deepspeed-swarm:"
-    return {k.removeprefix(prefix): v for k, v in doc["config"].items() if k.startswith(prefix)}
+    return stack_file_values((ROOT / f"Pulumi.{stack}.yaml").read_text())
 
 
 def host(i: int, role: str = "worker", gpus: int = 8) -> dict[str, Any]:
