@@ -274,6 +274,10 @@ class Host(_Model):
     """RDMA/RoCE device for NCCL (`NCCL_IB_HCA`, e.g. `mlx5_0`). Default none (TCP sockets)."""
     labels: dict[str, str] = {}
     """Extra swarm node labels. Default none."""
+    spare: bool = False
+    """A standby host: in the swarm, labelled and eligible for `ds-worker`, but it
+    carries no training task until Swarm moves one onto it (a host was lost); the
+    next `pulumi up` relaunches on the real placement. Default false."""
 
     @field_validator("name")
     @classmethod
@@ -663,9 +667,28 @@ class StackConfig(_Model):
             ]
         return []
 
+    @rule("hosts[].spare", "error", "Not the master; only with the pdsh launch.")
+    def _spares(self) -> list[str]:
+        out = []
+        if self.hosts[0].spare:
+            out.append(
+                f"hosts[0].spare: true on {self.hosts[0].name!r}, the master (rank 0); "
+                "allowed: spare on any host but the first"
+            )
+        t = self.training
+        if self.spares and (t.launcher != "deepspeed" or t.launch_mode != "pdsh"):
+            names = [h.name for h in self.spares]
+            out.append(
+                f"hosts[].spare: spare hosts {names} with launcher {t.launcher!r} and "
+                f"launch_mode {t.launch_mode!r}; allowed: spares only with launcher "
+                "'deepspeed' and launch_mode 'pdsh' (one launcher that follows the real "
+                "placement; per-node launches are tied to hosts)"
+            )
+        return out
+
     @rule("training.launch_mode", "error", "pdsh needs at least one worker host.")
     def _workers_for_launcher(self) -> list[str]:
-        if len(self.hosts) > 1 or self.training.launch_mode == "no_ssh":
+        if len(self.training_hosts) > 1 or self.training.launch_mode == "no_ssh":
             return []
         if self.training.launcher == "torchrun":
             return []
@@ -904,8 +927,8 @@ class StackConfig(_Model):
 
     @property
     def world_size(self) -> int:
-        """Ranks of the whole job: hosts x ranks per node."""
-        return len(self.hosts) * self.training.ranks_per_node
+        """Ranks of the whole job: training hosts (spares excluded) x ranks per node."""
+        return len(self.training_hosts) * self.training.ranks_per_node
 
     @rule(
         "training.ds_config",
@@ -937,7 +960,7 @@ class StackConfig(_Model):
                 ]
             return []
         world_desc = (
-            f"world size {world} ({len(self.hosts)} hosts x "
+            f"world size {world} ({len(self.training_hosts)} training hosts x "
             f"{self.training.ranks_per_node} ranks per node)"
         )
         if micro is not None and ga is not None:
@@ -1089,8 +1112,18 @@ class StackConfig(_Model):
         return self.hosts[0]
 
     @property
+    def training_hosts(self) -> list[Host]:
+        """The hosts that carry a training task when all are up (every host but spares)."""
+        return [h for h in self.hosts if not h.spare]
+
+    @property
+    def spares(self) -> list[Host]:
+        return [h for h in self.hosts if h.spare]
+
+    @property
     def workers(self) -> list[Host]:
-        return self.hosts[1:]
+        """The training hosts besides the master: one `ds-worker` task each."""
+        return self.training_hosts[1:]
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:

@@ -53,38 +53,58 @@ def _assigned_gpus(
     return sorted(u for u in value.split(",") if u)
 
 
+def _running_tasks(api: Any, props: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(service, task) for every task of the training services that Swarm wants
+    running and that runs."""
+    out = []
+    for svc in props["services"]:
+        try:
+            tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
+        except NotFound:
+            continue  # the service is gone (removed by hand): it has no tasks
+        out += [(svc, t) for t in tasks if t["Status"]["State"] == "running"]
+    return out
+
+
 def _roster(props: dict[str, Any]) -> list[render.RosterEntry]:
     client = docker_client(props["leader_endpoint"])
     api = client.api
     nodes = {n["ID"]: node_hostname(n) for n in api.nodes()}
     entries: list[render.RosterEntry] = []
     clients: dict[str, Any] = {}
-    for svc in props["services"]:
-        try:
-            tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
-        except NotFound:
-            continue  # the service is gone (removed by hand): it has no tasks
-        for t in tasks:
-            if t["Status"]["State"] != "running":
-                continue
-            address = ""
-            for att in t.get("NetworksAttachments") or []:
-                if att["Network"]["ID"] == props["network_id"] and att.get("Addresses"):
-                    address = att["Addresses"][0].split("/")[0]
-            node = nodes.get(t["NodeID"], t["NodeID"])
-            container = t["Status"].get("ContainerStatus", {}).get("ContainerID", "")
-            entries.append(
-                {
-                    "service": svc,
-                    "slot": int(t.get("Slot") or 0),
-                    "task_id": t["ID"],
-                    "node": node,
-                    "address": address,
-                    "container_id": container,
-                    "gpu_uuids": _assigned_gpus(clients, props, node, container),
-                }
-            )
+    for svc, t in _running_tasks(api, props):
+        address = ""
+        for att in t.get("NetworksAttachments") or []:
+            if att["Network"]["ID"] == props["network_id"] and att.get("Addresses"):
+                address = att["Addresses"][0].split("/")[0]
+        node = nodes.get(t["NodeID"], t["NodeID"])
+        container = t["Status"].get("ContainerStatus", {}).get("ContainerID", "")
+        entries.append(
+            {
+                "service": svc,
+                "slot": int(t.get("Slot") or 0),
+                "task_id": t["ID"],
+                "node": node,
+                "address": address,
+                "container_id": container,
+                "gpu_uuids": _assigned_gpus(clients, props, node, container),
+            }
+        )
     return render.order_roster(entries, master=props["services"][0])
+
+
+def tasks_moved(props: dict[str, Any]) -> bool:
+    """Whether the running training tasks are no longer the ones the state holds:
+    Swarm moved one (its host was lost, or drained) and the launched run died
+    with it. Asked at every diff, so a plain `pulumi preview`/`up` sees it without
+    a refresh (which would also read the lost host, and fail there). An
+    unreachable leader is not a change here; refresh reports it."""
+    try:
+        api = docker_client(props["leader_endpoint"]).api
+        live = {t["ID"] for _svc, t in _running_tasks(api, props)}
+    except Exception:
+        return False
+    return live != {e["task_id"] for e in props.get("entries") or []}
 
 
 def wait_for_roster(props: dict[str, Any]) -> list[render.RosterEntry]:
@@ -134,9 +154,12 @@ class TaskRosterProvider(BoundaryProvider):
             "task_spec_digest",
             "leader_endpoint",
         )
-        # Fewer tasks running than expected (one moved or was removed): re-read.
+        # Fewer tasks running than expected, or other tasks than the state holds
+        # (one moved or was removed): re-read, which relaunches the training.
         roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
-        return diff_keys(olds, news, keys) if roster_ok else DiffResult(changes=True)
+        if not roster_ok or tasks_moved(olds):
+            return DiffResult(changes=True)
+        return diff_keys(olds, news, keys)
 
 
 class TaskRoster(Resource):
@@ -199,7 +222,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 "host_endpoints": host_endpoints,
                 "services": service_names,
                 "network_id": network_id,
-                "expected_tasks": len(cfg.hosts),
+                "expected_tasks": len(cfg.training_hosts),
                 # A new image, or any task-spec update, restarts every task: wait
                 # for and re-read the new ones.
                 "image_ref": image_ref,
@@ -217,7 +240,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         task_ids = entries.apply(lambda es: ",".join(e["task_id"] for e in es))
         ds_json = render.ds_config_json(t)
         grace = duration_seconds(t.stop_grace_period)
-        nnodes = len(cfg.hosts)
+        nnodes = len(cfg.training_hosts)
         ssh_launch = t.launcher == "deepspeed" and t.launch_mode != "no_ssh"
         # pdsh: one launcher on the master reaches every node over SSH.
         # no_ssh/torchrun: one launcher per node, each told its node rank.
@@ -226,7 +249,7 @@ class TrainingLaunch(pulumi.ComponentResource):
             if ssh_launch
             else [
                 (h, render.MASTER_SERVICE if i == 0 else render.WORKER_SERVICE, i)
-                for i, h in enumerate(cfg.hosts)
+                for i, h in enumerate(cfg.training_hosts)
             ]
         )
         self.commands: list[command.remote.Command] = []

@@ -31,6 +31,7 @@ TRAIN_UID = "1000"
 MASTER_SERVICE = "ds-master"
 WORKER_SERVICE = "ds-worker"
 WARMUP_SERVICE = "ds-net-warmup"
+STANDBY_SERVICE = "ds-standby"
 GPU_RESOURCE = "NVIDIA-GPU"
 
 
@@ -74,6 +75,10 @@ def node_labels(cfg: StackConfig, host: Host) -> dict[str, str]:
         "dss.role": "master" if host.name == cfg.master.name else "worker",
         "dss.gpus": str(host.gpus.count),
     }
+    if host.spare:
+        # Eligible for `ds-worker` like any worker; the standby task keeps it last
+        # in the scheduler's order (infra/services.py, `standby_spec`).
+        labels["dss.spare"] = "true"
     if host.gpus.model:
         labels["dss.gpu-model"] = host.gpus.model
     if host.rdma_interface:
@@ -84,6 +89,10 @@ def node_labels(cfg: StackConfig, host: Host) -> dict[str, str]:
 def placement_constraints(role: str) -> list[str]:
     """Constraints that pin a service to nodes of one dss.role."""
     return [f"node.labels.dss.role=={role}"]
+
+
+SPARE_CONSTRAINT = "node.labels.dss.spare==true"
+"""Where `ds-standby` runs: the spare hosts (`hosts[].spare`)."""
 
 
 def training_env(cfg: StackConfig) -> dict[str, str]:
@@ -280,7 +289,10 @@ echo "launch: started on $(hostname) in $ctr"
 def stop_script(*, service: str, grace_seconds: int, pattern: str) -> str:
     """Shell run over SSH on delete: SIGTERM the training processes (command lines
     matching `pattern`, the training script: the launcher and every rank name it;
-    they finish the step and checkpoint), wait up to the grace period, then report.
+    they finish the step and checkpoint), wait up to the grace period, then
+    SIGKILL what is left: a rank blocked in a collective whose peer is gone (a
+    lost host) cannot checkpoint, and would hold the rendezvous port against the
+    relaunch. Ranks on other nodes lose their connection to rank 0 and exit.
     The pattern must not match the task's own entrypoint or sshd: a task whose
     sshd dies exits, and Swarm restarts it somewhere with a new address."""
     pat = shlex.quote(pattern)
@@ -295,7 +307,8 @@ for i in $(seq 1 {grace_seconds}); do
   fi
   sleep 1
 done
-echo "stop: still running after {grace_seconds}s; the task's stop_grace_period applies" >&2
+echo "stop: still running after {grace_seconds}s (blocked: a peer is gone?); SIGKILL" >&2
+docker exec "$ctr" pkill -KILL -f {pat} || true
 """
 
 

@@ -103,6 +103,30 @@ def gpu_reservation(gpus: int) -> docker.ServiceTaskSpecResourcesArgs | None:
     )
 
 
+def idle_spec(
+    image_ref: pulumi.Input[str],
+    network_id: pulumi.Input[str] | None = None,
+    constraints: list[str] | None = None,
+) -> docker.ServiceTaskSpecArgs:
+    """A task that only sleeps in the training image, reserving nothing: the
+    overlay warm-up (on the overlay, one per node) and the spares' standby."""
+    return docker.ServiceTaskSpecArgs(
+        container_spec=docker.ServiceTaskSpecContainerSpecArgs(
+            image=image_ref,
+            commands=["sleep", "infinity"],
+            user=render.TRAIN_UID,
+            # The image's healthcheck probes sshd, which this task does not run.
+            healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
+        ),
+        networks_advanceds=(
+            [docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)] if network_id else None
+        ),
+        placement=docker.ServiceTaskSpecPlacementArgs(
+            constraints=constraints, max_replicas=1, platforms=PLATFORMS
+        ),
+    )
+
+
 def warmup_spec(
     image_ref: pulumi.Input[str], network_id: pulumi.Input[str]
 ) -> docker.ServiceTaskSpecArgs:
@@ -114,17 +138,20 @@ def warmup_spec(
     meets constraints"), for good (seen in the lab; tests/lab/test_infra_launch.py).
     Once any task has used the overlay on a node, GPU tasks schedule normally.
     """
-    return docker.ServiceTaskSpecArgs(
-        container_spec=docker.ServiceTaskSpecContainerSpecArgs(
-            image=image_ref,
-            commands=["sleep", "infinity"],
-            user=render.TRAIN_UID,
-            # The image's healthcheck probes sshd, which this task does not run.
-            healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
-        ),
-        networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
-        placement=docker.ServiceTaskSpecPlacementArgs(max_replicas=1, platforms=PLATFORMS),
-    )
+    return idle_spec(image_ref, network_id)
+
+
+def standby_spec(image_ref: pulumi.Input[str]) -> docker.ServiceTaskSpecArgs:
+    """One sleeping task per spare host, reserving nothing.
+
+    Why: a spare is labelled like a worker so that Swarm can move a lost host's
+    `ds-worker` task onto it, but the first placement must leave it empty. Among
+    nodes with equally many tasks of a service, Swarm's scheduler picks the node
+    with fewer tasks in all (swarmkit `nodeLess`), so this one extra task makes
+    every training host come before the spare. It also keeps the training image
+    pulled on the spare, so a failover does not wait for the pull.
+    """
+    return idle_spec(image_ref, constraints=[render.SPARE_CONSTRAINT])
 
 
 def spec_digest(cfg: StackConfig, *inputs: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -153,6 +180,8 @@ class TrainingServices(pulumi.ComponentResource):
 
     warmup: docker.Service
     """`ds-net-warmup`: one task per node on the overlay, before any GPU task."""
+    standby: docker.Service | None
+    """`ds-standby`: one idle task per spare host (none without spares)."""
     master: docker.Service
     workers: docker.Service | None
     service_names: list[str]
@@ -212,6 +241,27 @@ class TrainingServices(pulumi.ComponentResource):
                 ),
             )
 
+        # Before the workers: the standby task must be on the spares when Swarm
+        # places `ds-worker` (standby_spec says why).
+        self.standby = (
+            docker.Service(
+                f"{name}-standby",
+                name=render.STANDBY_SERVICE,
+                mode=docker.ServiceModeArgs(
+                    replicated=docker.ServiceModeReplicatedArgs(replicas=len(cfg.spares))
+                ),
+                task_spec=standby_spec(image_ref),
+                endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
+                converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="5m"),
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=provider, depends_on=list(depends_on)
+                ),
+            )
+            if cfg.spares
+            else None
+        )
+        before_gpu_tasks = [self.warmup, *([self.standby] if self.standby else [])]
+
         def service(svc_name: str, role: str, replicas: int) -> docker.Service:
             return docker.Service(
                 f"{name}-{role}",
@@ -226,7 +276,7 @@ class TrainingServices(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    depends_on=[*depends_on, self.warmup],
+                    depends_on=[*depends_on, *before_gpu_tasks],
                 ),
             )
 

@@ -41,6 +41,43 @@ def test_prod_stack_validates() -> None:
     assert cfg.network.mtu == 9000 and all(h.rdma_interface for h in cfg.hosts)
 
 
+def test_lab8_stack_validates() -> None:
+    """The committed 8-host acceptance stack validates: 9 hosts, one spare, world size 8."""
+    cfg = parse_stack_config(stack_config("lab8"), {"secrets"})
+    assert len(cfg.hosts) == 9 and [h.name for h in cfg.spares] == ["lab-h9"]
+    assert len(cfg.managers) == 3 and cfg.world_size == 8 and cfg.warnings() == []
+
+
+def test_spare_is_not_a_training_host(raw: dict[str, Any]) -> None:
+    """A spare adds no rank and no worker task: world size and workers leave it out."""
+    raw["hosts"].append({**host(4), "spare": True})
+    raw["training"] = {"gpus_per_node": 8, "procs_per_node": 1}
+    cfg = parse_stack_config(raw)
+    assert [h.name for h in cfg.workers] == ["gpu-02", "gpu-03"]
+    assert [h.name for h in cfg.training_hosts] == ["gpu-01", "gpu-02", "gpu-03"]
+    assert cfg.world_size == 24
+
+
+def test_spare_cannot_be_the_master(raw: dict[str, Any]) -> None:
+    """The first host (rank 0) cannot be the spare."""
+    raw["hosts"][0]["spare"] = True
+    assert problems(raw) == [
+        "hosts[0].spare: true on 'gpu-01', the master (rank 0); allowed: spare on any host "
+        "but the first"
+    ]
+
+
+def test_spare_needs_the_pdsh_launch(raw: dict[str, Any]) -> None:
+    """Per-node launches are tied to hosts: a spare needs deepspeed with pdsh."""
+    raw["hosts"][2]["spare"] = True
+    raw["training"] = {"gpus_per_node": 8, "launch_mode": "no_ssh"}
+    assert problems(raw) == [
+        "hosts[].spare: spare hosts ['gpu-03'] with launcher 'deepspeed' and launch_mode "
+        "'no_ssh'; allowed: spares only with launcher 'deepspeed' and launch_mode 'pdsh' (one "
+        "launcher that follows the real placement; per-node launches are tied to hosts)"
+    ]
+
+
 def test_duplicate_host_name(raw: dict[str, Any]) -> None:
     """Two hosts with one name are refused, naming the name."""
     raw["hosts"][2]["name"] = "gpu-02"
@@ -279,7 +316,8 @@ def test_ds_batch_mismatch(raw: dict[str, Any]) -> None:
     """train_batch_size unequal to micro x GA x world size is refused with the product."""
     assert problems(ds(raw, train_batch_size=64)) == [
         "training.ds_config.train_batch_size: 64 != train_micro_batch_size_per_gpu 1 x "
-        "gradient_accumulation_steps 8 x world size 24 (3 hosts x 8 ranks per node) = 192; "
+        "gradient_accumulation_steps 8 x world size 24 (3 training hosts x 8 ranks per node) "
+        "= 192; "
         "allowed: 192, or leave one unset"
     ]
 
@@ -291,7 +329,8 @@ def test_ds_batch_not_divisible(raw: dict[str, Any]) -> None:
     raw["training"]["script"] = "/app/mine.py"
     assert problems(raw) == [
         "training.ds_config.train_batch_size: 100 is not a multiple of "
-        "train_micro_batch_size_per_gpu 1 x world size 24 (3 hosts x 8 ranks per node) = 24; "
+        "train_micro_batch_size_per_gpu 1 x world size 24 (3 training hosts x 8 ranks per "
+        "node) = 24; "
         "allowed: a multiple of 24"
     ]
 

@@ -36,3 +36,45 @@ def test_node_without_description_has_no_hostname() -> None:
 
     assert node_hostname({"ID": "n1", "Status": {"State": "unknown"}}) == ""
     assert node_hostname({"Description": {"Hostname": "lab-h1"}}) == "lab-h1"
+
+
+def _swarm_with_tasks(monkeypatch: pytest.MonkeyPatch, running: dict[str, list[str]]) -> None:
+    """A fake leader whose services run the given task ids."""
+
+    class Api:
+        def tasks(self, filters: dict[str, Any]) -> list[Any]:
+            return [{"ID": t, "Status": {"State": "running"}} for t in running[filters["service"]]]
+
+    class Client:
+        api = Api()
+
+    monkeypatch.setattr(launch, "docker_client", lambda _endpoint: Client())
+
+
+PROPS = {
+    "leader_endpoint": {"url": "unix:///x"},
+    "services": ["ds-master", "ds-worker"],
+    "entries": [{"task_id": "m1"}, {"task_id": "w1"}, {"task_id": "w2"}],
+}
+
+
+def test_same_tasks_have_not_moved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tasks the state holds still run: no change (a no-op stays a no-op)."""
+    _swarm_with_tasks(monkeypatch, {"ds-master": ["m1"], "ds-worker": ["w2", "w1"]})
+    assert not launch.tasks_moved(PROPS)
+
+
+def test_task_moved_to_the_spare_is_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Swarm replaced a task (its host was lost): the roster must re-read and relaunch."""
+    _swarm_with_tasks(monkeypatch, {"ds-master": ["m1"], "ds-worker": ["w1", "w3"]})
+    assert launch.tasks_moved(PROPS)
+
+
+def test_unreachable_leader_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader that cannot be asked does not fail the diff; refresh reports it."""
+
+    def refuse(_endpoint: Any) -> Any:
+        raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(launch, "docker_client", refuse)
+    assert not launch.tasks_moved(PROPS)

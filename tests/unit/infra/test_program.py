@@ -11,7 +11,7 @@ import pytest
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
-from tests.unit.infra.samples import ROOT, Mocks, set_stack_config
+from tests.unit.infra.samples import ROOT, Mocks, host, set_stack_config
 
 pytestmark = pytest.mark.unit
 
@@ -241,3 +241,21 @@ def test_node_labels(dev_graph: Mocks) -> None:
         "dss.gpu-model": "fake-gpu",
     }
     assert nodes["lab-h1"]["role"] == "manager" and nodes["lab-h2"]["role"] == "worker"
+
+
+def test_spare_gets_a_standby_task_and_no_worker(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """With a spare: workers for the training hosts only, `ds-standby` on the spare,
+    the roster expecting the training hosts' tasks."""
+    raw["hosts"].append({**host(4), "spare": True})
+    run_program(raw, tmp_path)
+    svcs = {r.inputs["name"]: r for r in mocks.by_type(SERVICE)}
+    assert svcs["ds-worker"].inputs["mode"]["replicated"]["replicas"] == 2, "ds-worker"
+    assert svcs["ds-net-warmup"].inputs["mode"]["replicated"]["replicas"] == 4, "warm-up"
+    standby = svcs["ds-standby"].inputs
+    assert standby["taskSpec"]["placement"]["constraints"] == ["node.labels.dss.spare==true"]
+    assert standby["mode"]["replicated"]["replicas"] == 1 and "resources" not in standby[
+        "taskSpec"], "ds-standby: one idle task per spare, no GPUs"  # fmt: skip
+    roster = mocks.named("unit-launch-roster")
+    assert roster.inputs["expected_tasks"] == 3, f"{roster.name}: spares carry no task"

@@ -9,4 +9,5 @@ for i in $(seq 1 120); do
   fi
   sleep 1
 done
-echo "stop: still running after 120s; the task's stop_grace_period applies" >&2
+echo "stop: still running after 120s (blocked: a peer is gone?); SIGKILL" >&2
+docker exec "$ctr" pkill -KILL -f /opt/dss/train.py || true
