@@ -274,6 +274,10 @@ class Host(_Model):
     """RDMA/RoCE device for NCCL (`NCCL_IB_HCA`, e.g. `mlx5_0`). Default none (TCP sockets)."""
     labels: dict[str, str] = {}
     """Extra swarm node labels. Default none."""
+    availability: Literal["active", "drain"] = "active"
+    """`drain` takes a host out of training before it leaves the stack: Swarm moves its
+    tasks away, `pulumi up` relaunches without it (one restart); removing the host in
+    a later change then leaves training alone. Default `active`."""
     spare: bool = False
     """A standby host: in the swarm, labelled and eligible for `ds-worker`, but it
     carries no training task until Swarm moves one onto it (a host was lost); the
@@ -667,13 +671,19 @@ class StackConfig(_Model):
             ]
         return []
 
-    @rule("hosts[].spare", "error", "Not the master; only with the pdsh launch.")
+    @rule("hosts[].spare", "error", "The master is neither spare nor drained; spares need pdsh.")
     def _spares(self) -> list[str]:
         out = []
         if self.hosts[0].spare:
             out.append(
                 f"hosts[0].spare: true on {self.hosts[0].name!r}, the master (rank 0); "
                 "allowed: spare on any host but the first"
+            )
+        if self.hosts[0].availability != "active":
+            out.append(
+                f"hosts[0].availability: {self.hosts[0].availability!r} on "
+                f"{self.hosts[0].name!r}, the master (rank 0); allowed: 'active' (to move "
+                "the master, list another host first)"
             )
         t = self.training
         if self.spares and (t.launcher != "deepspeed" or t.launch_mode != "pdsh"):
@@ -1112,9 +1122,14 @@ class StackConfig(_Model):
         return self.hosts[0]
 
     @property
+    def active_hosts(self) -> list[Host]:
+        """The hosts Swarm may place tasks on (every host but drained ones)."""
+        return [h for h in self.hosts if h.availability == "active"]
+
+    @property
     def training_hosts(self) -> list[Host]:
-        """The hosts that carry a training task when all are up (every host but spares)."""
-        return [h for h in self.hosts if not h.spare]
+        """The hosts that carry a training task when all are up (active, not spares)."""
+        return [h for h in self.active_hosts if not h.spare]
 
     @property
     def spares(self) -> list[Host]:

@@ -213,7 +213,7 @@ class TrainingServices(pulumi.ComponentResource):
             f"{name}-net-warmup",
             name=render.WARMUP_SERVICE,
             mode=docker.ServiceModeArgs(
-                replicated=docker.ServiceModeReplicatedArgs(replicas=len(cfg.hosts))
+                replicated=docker.ServiceModeReplicatedArgs(replicas=len(cfg.active_hosts))
             ),
             task_spec=warmup_spec(image_ref, network_id),
             endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),

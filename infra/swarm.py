@@ -103,6 +103,9 @@ class SwarmInit(Resource):
         super().__init__(SwarmInitProvider(), name, {**props, "swarm_id": None}, opts)
 
 
+_LIVE_TASK_STATES = ("assigned", "accepted", "preparing", "ready", "starting", "running")
+
+
 class SwarmNodeProvider(BoundaryProvider):
     """Joins one host and keeps its role, availability and labels as declared."""
 
@@ -188,7 +191,24 @@ class SwarmNodeProvider(BoundaryProvider):
         spec["Role"] = props["role"]
         spec["Availability"] = props["availability"]
         node.update(spec)
+        if props["availability"] == "drain":
+            self._wait_drained(leader, node.id)
         return {**props, "node_id": node.id}
+
+    def _wait_drained(self, leader: Any, node_id: str, timeout: float = 180) -> None:
+        """Wait until Swarm has moved every task off a drained node, so that what runs
+        next (the roster, a leave) sees the tasks where they will stay."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                tasks = leader.api.tasks(filters={"node": node_id})
+            except NotFound:
+                return
+            # Until their containers have stopped (the stop grace period), not only
+            # until Swarm wants them stopped.
+            if not [t for t in tasks if t["Status"]["State"] in _LIVE_TASK_STATES]:
+                return
+            time.sleep(2)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = self._converge(props)
@@ -230,6 +250,13 @@ class SwarmNodeProvider(BoundaryProvider):
         # deletes nodes in parallel: two of three managers gone at once leave the
         # swarm without a quorum (the leader then cannot remove them, nor itself
         # leave cleanly). Demoted first through the leader, they leave as workers.
+        # Drained first: a host removed from the stack hands its tasks over before it
+        # leaves (the engine deletes removed resources last, after the roster read).
+        with contextlib.suppress(NotFound, DockerException):
+            node = leader.nodes.get(id_)
+            if node.attrs["Spec"].get("Availability") != "drain":
+                node.update(dict(node.attrs["Spec"], Availability="drain"))
+            self._wait_drained(leader, id_)
         self._demote(leader, id_)
         if _swarm_state(client).get("LocalNodeState") == "active":
             client.swarm.leave(force=True)
@@ -301,7 +328,7 @@ class SwarmCluster(pulumi.ComponentResource):
                     "advertise_addr": h.address,
                     "swarm_id": init.swarm_id,
                     "role": h.role,
-                    "availability": "active",
+                    "availability": h.availability,
                     "labels": render.node_labels(cfg, h),
                 },
                 pulumi.ResourceOptions(parent=self, depends_on=[init]),

@@ -67,6 +67,24 @@ def test_spare_cannot_be_the_master(raw: dict[str, Any]) -> None:
     ]
 
 
+def test_drained_host_leaves_training(raw: dict[str, Any]) -> None:
+    """A drained host carries no task: neither a training host nor an active one."""
+    raw["hosts"][2]["availability"] = "drain"
+    cfg = parse_stack_config(raw)
+    assert [h.name for h in cfg.training_hosts] == ["gpu-01", "gpu-02"]
+    assert [h.name for h in cfg.active_hosts] == ["gpu-01", "gpu-02"]
+    assert cfg.world_size == 16
+
+
+def test_master_cannot_be_drained(raw: dict[str, Any]) -> None:
+    """The first host (rank 0) cannot be drained: another host must come first."""
+    raw["hosts"][0]["availability"] = "drain"
+    assert problems(raw) == [
+        "hosts[0].availability: 'drain' on 'gpu-01', the master (rank 0); allowed: 'active' "
+        "(to move the master, list another host first)"
+    ]
+
+
 def test_spare_needs_the_pdsh_launch(raw: dict[str, Any]) -> None:
     """Per-node launches are tied to hosts: a spare needs deepspeed with pdsh."""
     raw["hosts"][2]["spare"] = True

@@ -259,3 +259,15 @@ def test_spare_gets_a_standby_task_and_no_worker(
         "taskSpec"], "ds-standby: one idle task per spare, no GPUs"  # fmt: skip
     roster = mocks.named("unit-launch-roster")
     assert roster.inputs["expected_tasks"] == 3, f"{roster.name}: spares carry no task"
+
+
+def test_drained_host_gets_no_task(mocks: Mocks, raw: dict[str, Any], tmp_path: Path) -> None:
+    """A drained host: its node is drained, and no warm-up or worker task counts on it."""
+    raw["hosts"][2]["availability"] = "drain"
+    run_program(raw, tmp_path)
+    node = mocks.named("unit-swarm-node-gpu-03")
+    assert node.inputs["availability"] == "drain", f"{node.name}: not drained"
+    svcs = {r.inputs["name"]: r for r in mocks.by_type(SERVICE)}
+    assert svcs["ds-worker"].inputs["mode"]["replicated"]["replicas"] == 1, "ds-worker"
+    assert svcs["ds-net-warmup"].inputs["mode"]["replicated"]["replicas"] == 2, "warm-up"
+    assert mocks.named("unit-launch-roster").inputs["expected_tasks"] == 2
