@@ -69,8 +69,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
 @pytest.fixture
 def report(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     """The test fills `figure` and `command`; its row is recorded with pass/FAIL."""
-    doc = (request.function.__doc__ or request.node.name).strip().splitlines()[0]
-    entry = {"check": doc, "figure": "", "command": ""}
+    # The docstring's first sentence names the check.
+    doc = " ".join((request.function.__doc__ or request.node.name).split())
+    entry = {"check": doc.split(". ")[0].rstrip("."), "figure": "", "command": ""}
     yield entry
     rep = getattr(request.node, "rep_call", None)
     passed = rep is not None and rep.passed

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from delivery.preview import Impact, changes
 from tests.acceptance.conftest import (
     HOSTS,
     LAB_ROOT,
@@ -39,6 +41,10 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
 
 CHECKPOINT_EVERY = 10
 CHECKPOINTS = LAB_ROOT / "shared" / "checkpoints" / RUN
+RESTARTS = Impact.RESTARTS.label
+LAUNCH, ROSTER = "test-lab8-launch-run", "test-lab8-launch-roster"
+MOVED_HOST = "lab-h8"
+"""The host the planned changes drain, remove and add back (a worker, not a manager)."""
 
 
 def checkpoints() -> Any:
@@ -71,11 +77,34 @@ def addresses(stack: Stack) -> list[str]:
     return [e["address"] for e in stack.outputs()["rankMap"]]
 
 
-def changed_steps(stack: Stack) -> dict[str, str]:
-    """`pulumi preview --json`: resource name -> operation, for every step that is not 'same'."""
+def plan(stack: Stack) -> dict[str, tuple[str, str]]:
+    """`pulumi preview --json` as the PR comment classifies it (delivery/preview.py):
+    resource name -> (operation, training impact), for every change."""
     proc = stack.pulumi("preview", "--json")
-    steps = json.loads(proc.stdout).get("steps", [])
-    return {st["urn"].split("::")[-1]: st["op"] for st in steps if st["op"] != "same"}
+    return {c.name: (c.op, c.impact.label) for c in changes(json.loads(proc.stdout))}
+
+
+def restarting(p: dict[str, tuple[str, str]]) -> list[str]:
+    """The changes the preview says restart the running job."""
+    return sorted(name for name, (_op, impact) in p.items() if impact == RESTARTS)
+
+
+def wait_resumed(offset: int) -> int:
+    """The checkpoint step a relaunch resumed from (launcher.log after `offset`), once
+    the next step is logged."""
+    step = wait_for("the resume line in launcher.log", lambda: resumed_step(offset), 600)
+    wait_for(f"step {step + 1} logged", lambda: step + 1 in logged_steps(RUN), 600, 1)
+    return int(step)
+
+
+def launcher_log_since(offset: int) -> str:
+    return run_log("launcher.log").read_bytes()[offset:].decode(errors="replace")
+
+
+def world_size() -> int:
+    """The world size of the last logged step."""
+    rows = run_log("metrics.jsonl").read_text().splitlines()
+    return int(json.loads(rows[-1])["world_size"])
 
 
 def service_versions() -> dict[str, int]:
@@ -199,7 +228,7 @@ def test_allreduce_across_all_nodes(stack: Stack, report: dict[str, str]) -> Non
     assert len(rows) == 3, f"rank 0 reported {len(rows)} sizes:\n{out[-2000:]}"
     assert all(r["sum_ok"] and r["ranks"] == 8 for r in rows), rows
     report["figure"] = (
-        ", ".join(f"{r['bytes'] // 1024} KiB {r['busbw_MBps']:.1f} MB/s" for r in rows)
+        ", ".join(f"{r['bytes'] // 1024} KiB {r['busbw_MBps']:.2f} MB/s" for r in rows)
         + " bus bandwidth (gloo, 8 ranks, training running)"
     )
     report["command"] = "pdsh -w <8 addresses> python -m dss_train.collective --hostfile H --me %h"
@@ -243,16 +272,13 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
         wait_for(f"ds-worker running on {SPARE}", lambda: (SPARE, "Running") in tasks_of(
             "ds-worker"), timeout=240)  # fmt: skip
         moved_after = time.monotonic() - t_loss
-        plan = changed_steps(stack)
-        assert set(plan) == {"test-lab8-launch-roster", "test-lab8-launch-run"}, (
-            f"after the loss the preview wants {plan}; only the roster and the launch"
-        )
-        assert plan["test-lab8-launch-run"] == "replace", plan
+        p = plan(stack)
+        assert set(p) == {ROSTER, LAUNCH}, f"after the loss the preview wants {p}"
+        assert p[LAUNCH] == ("replace", RESTARTS), p
         stack.pulumi("up", "--yes", "--skip-preview")
         nodes = [e["node"] for e in stack.outputs()["rankMap"]]
         assert SPARE in nodes and lost not in nodes, f"rank map after the loss: {nodes}"
-        resumed = wait_for("the resume line", lambda: resumed_step(offset), timeout=600)
-        wait_for(f"step {resumed + 1} logged", lambda: resumed + 1 in logged_steps(RUN), 600, 1)
+        resumed = wait_resumed(offset)
         to_step = time.monotonic() - t_loss
     finally:
         subprocess.run(["ip", "link", "set", f"dssl{i}", "up"], check=True)
@@ -274,22 +300,116 @@ def test_ds_config_change_replaces_only_the_launch(stack: Stack, report: dict[st
     """A ds_config change replaces only the launch: services untouched, training resumes."""
     stack.pulumi("config", "set", "--path", "training.ds_config.gradient_clipping", "0.5",
                  "--type", "float")  # fmt: skip
-    plan = changed_steps(stack)
-    assert plan.get("test-lab8-launch-run") == "replace", plan
-    untouched = [n for n in plan if n not in ("test-lab8-launch-run", "test-lab8-launch-roster")]
-    assert not untouched, f"a ds_config change also changes {untouched}"
+    p = plan(stack)
+    assert p.get(LAUNCH) == ("replace", RESTARTS), p
+    others = [n for n in p if n not in (LAUNCH, ROSTER)]
+    assert not others, f"a ds_config change also changes {others}"
     versions = service_versions()
     offset = log_size()
     stack.pulumi("up", "--yes", "--skip-preview")
     assert service_versions() == versions, "a ds_config change updated a service"
-    resumed = wait_for("the resume line", lambda: resumed_step(offset), timeout=600)
-    wait_for(f"step {resumed + 1} logged", lambda: resumed + 1 in logged_steps(RUN), 600, 1)
+    resumed = wait_resumed(offset)
     stack.pulumi("preview", "--expect-no-changes")
-    report["figure"] = f"preview: launch replace only; services unchanged; resumed from {resumed}"
+    report["figure"] = (
+        f"preview: only the launch restarts the job; services unchanged; resumed from {resumed}"
+    )
     report["command"] = (
         "pulumi config set --path training.ds_config.gradient_clipping 0.5 --type float; "
         "pulumi preview; pulumi up"
     )
+
+
+def test_new_image_rolls_the_services(
+    stack: Stack, report: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A new image (one line of train.py changed) rolls the services; training resumes."""
+    ctx = tmp_path_factory.mktemp("context") / "images"
+    shutil.copytree(ROOT / "images", ctx)
+    with (ctx / "train.py").open("a") as f:
+        f.write("# acceptance: a one-line change makes a new image\n")
+    stack.pulumi("config", "set", "--path", "image.context", str(ctx))
+    p = plan(stack)
+    assert {"test-lab8-train-master", "test-lab8-train-worker", LAUNCH} <= set(restarting(p)), p
+    before = service_versions()
+    offset = log_size()
+    t0 = time.monotonic()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    after = service_versions()
+    rolled = sorted(n for n in after if after[n] != before.get(n))
+    assert {"ds-master", "ds-worker"} <= set(rolled), f"services rolled: {rolled}"
+    resumed = wait_resumed(offset)
+    took = time.monotonic() - t0
+    stack.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"preview: {len(restarting(p))} changes restart the job; rolled {', '.join(rolled)}; "
+        f"resumed from {resumed}, {took:.0f} s from `up` to the first new step"
+    )
+    report["command"] = "edit train.py; pulumi preview; pulumi up"
+
+
+def test_host_drained_then_removed(stack: Stack, report: dict[str, str]) -> None:
+    """A host drained (its task moves, one restart) then removed (leaves, no restart)."""
+    index = [h["name"] for h in lab8_config()["deepspeed-swarm:hosts"]].index(MOVED_HOST)
+
+    def drain(c: dict[str, Any]) -> None:
+        c["deepspeed-swarm:hosts"][index]["availability"] = "drain"
+
+    edit_stack_file(stack, drain)
+    p = plan(stack)
+    assert p[f"test-lab8-swarm-node-{MOVED_HOST}"][0] == "update", p
+    assert p.get(LAUNCH) == ("replace", RESTARTS), p
+    offset = log_size()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    nodes = [e["node"] for e in stack.outputs()["rankMap"]]
+    assert MOVED_HOST not in nodes and len(nodes) == 7, f"rank map after the drain: {nodes}"
+    resumed = wait_resumed(offset)
+    assert "world size changed 8 -> 7" in launcher_log_since(offset), "no resize on resume"
+    assert world_size() == 7
+
+    edit_stack_file(stack, lambda c: c["deepspeed-swarm:hosts"].pop(index))
+    p = plan(stack)
+    assert p[f"test-lab8-swarm-node-{MOVED_HOST}"][0] == "delete", p
+    assert not restarting(p), f"removing a drained host restarts training: {p}"
+    offset = log_size()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    left = docker(host_index(MOVED_HOST), "info", "--format", "{{.Swarm.LocalNodeState}}")
+    assert left.strip() == "inactive", f"{MOVED_HOST} is still in the swarm ({left.strip()})"
+    assert MOVED_HOST not in docker(1, "node", "ls", "--format", "{{.Hostname}}").split()
+    assert "resumed from" not in launcher_log_since(offset), "the removal relaunched training"
+    stack.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"drain: preview restarts only the launch, {MOVED_HOST}'s task moved, resumed from "
+        f"{resumed} with world size 7 (optimizer state reset); removal: node left, "
+        "nothing restarted"
+    )
+    report["command"] = "availability: drain; pulumi up; remove the host; pulumi up"
+
+
+def test_host_joins_and_gets_a_worker(stack: Stack, report: dict[str, str]) -> None:
+    """A host added to the stack joins, is labelled and gets a worker; training resumes."""
+    hosts = lab8_config()["deepspeed-swarm:hosts"]
+    index = [h["name"] for h in hosts].index(MOVED_HOST)
+    edit_stack_file(stack, lambda c: c["deepspeed-swarm:hosts"].insert(index, hosts[index]))
+    p = plan(stack)
+    assert p[f"test-lab8-swarm-node-{MOVED_HOST}"][0] == "create", p
+    assert p.get(LAUNCH) == ("replace", RESTARTS), p
+    offset = log_size()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    labels = json.loads(
+        docker(1, "node", "inspect", MOVED_HOST, "--format", "{{json .Spec.Labels}}")
+    )
+    assert labels.get("dss.role") == "worker" and labels.get("dss.gpus") == "8", labels
+    placed = [node for node, state in tasks_of("ds-worker") if state == "Running"]
+    assert len(placed) == 7 and len(set(placed)) == 7, f"ds-worker tasks on {placed}"
+    resumed = wait_resumed(offset)
+    assert world_size() == 8
+    stack.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"{MOVED_HOST} joined with labels {sorted(labels)}; ds-worker on "
+        f"{'it' if MOVED_HOST in placed else 'the free host (' + str(placed) + ')'}; resumed "
+        f"from {resumed} with world size 8"
+    )
+    report["command"] = "add the host; pulumi preview; pulumi up"
 
 
 def _relabel(node: str, drop: str) -> None:
