@@ -69,6 +69,16 @@ def write_manifest(ckpt: Path, step: int, extra: dict[str, Any] | None = None) -
     return ckpt / MANIFEST
 
 
+def saved_world_size(ckpt: Path) -> int | None:
+    """The world size a complete checkpoint was saved with (its manifest's
+    `world_size`), or None when the manifest does not say."""
+    try:
+        value = json.loads((ckpt / MANIFEST).read_text()).get("world_size")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 def verify(ckpt: Path, hashes: bool = True) -> str | None:
     """None when ckpt is complete and intact, else the reason it is not."""
     mpath = ckpt / MANIFEST

@@ -218,14 +218,25 @@ def train(args: argparse.Namespace) -> int:
         for note in skipped:
             log.warning("skipping checkpoint %s", note)
             print(f"[dss-train] skipping checkpoint {note}", flush=True)
-        choice[0] = chosen
+        if chosen is not None:
+            choice[0] = (*chosen, ck.saved_world_size(ckpt_root / chosen[1]))
     dist.broadcast_object_list(choice, src=0)
     start = 0
     if choice[0] is not None:
-        step0, tag = choice[0]
-        path, client = engine.load_checkpoint(str(ckpt_root), tag=tag)
+        step0, tag, saved_world = choice[0]
+        # ZeRO partitions the optimizer state by rank: with another world size (a host
+        # added or removed) DeepSpeed refuses it. Keep the weights (ZeRO's fp32
+        # partitions are merged and re-split), restart the optimizer's moments.
+        resized = saved_world is not None and saved_world != world
+        path, client = engine.load_checkpoint(str(ckpt_root), tag=tag,
+                                              load_optimizer_states=not resized)
         if path is None:
             raise DssError(f"could not load checkpoint {ckpt_root / tag}")
+        if resized and rank == 0:
+            log.warning("world size %d -> %d: weights resumed, optimizer state reset",
+                        saved_world, world)
+            print(f"[dss-train] world size changed {saved_world} -> {world}: weights "
+                  "resumed, optimizer state reset", flush=True)
         start = int((client or {}).get("step", step0))
         if rank == 0:
             _truncate_metrics(log_dir / "metrics.jsonl", start)

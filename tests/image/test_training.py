@@ -135,3 +135,19 @@ def test_corrupt_newest_checkpoint_is_skipped(dk: Docker) -> None:
     log = dk.logs(f"{dk.prefix}-c2")
     assert "skipping checkpoint step_00000004: checksum mismatch" in log
     assert "resumed from /data/checkpoints/c/step_00000002, next step 3" in log
+
+
+def test_other_world_size_resumes_weights(runs: Runs) -> None:
+    """A 2-rank checkpoint resumed by 1 rank (a host removed): weights kept, optimizer
+    state reset (ZeRO cannot re-partition it), training goes on at the next step."""
+    d = runs.d
+    d.run("ws1", "python", "train.py", "--run", "ref", "--steps", str(STEPS + 2), "--lr", LR,
+          volume=runs.vol)  # fmt: skip
+    assert d.wait(f"{d.prefix}-ws1") == 0, d.logs(f"{d.prefix}-ws1")[-3000:]
+    log = d.logs(f"{d.prefix}-ws1")
+    assert "world size changed 2 -> 1: weights resumed, optimizer state reset" in log, log[-2000:]
+    assert f"next step {STEPS + 1}" in log, log[-2000:]
+    m = metrics(d, runs.vol, "ref")
+    assert [r["step"] for r in m] == list(range(1, STEPS + 3)) and m[-1]["world_size"] == 1
+    first = sum(r["loss"] for r in m[:3]) / 3
+    assert m[-1]["loss"] < first - 0.3, "the resumed weights were not the trained ones"
