@@ -106,3 +106,18 @@ def test_manifest_is_not_left_as_temp(tmp_path: Path) -> None:
     d = make_ckpt(tmp_path, 10)
     assert not (d / f"{ck.MANIFEST}.tmp").exists()
     assert ck.verify(d) is None
+
+
+def test_saved_world_size_from_the_manifest(tmp_path: Path) -> None:
+    """The manifest records the world size a checkpoint was saved with."""
+    path = make_ckpt(tmp_path, 10, complete=False)
+    ck.write_manifest(path, 10, {"world_size": 8})
+    assert ck.saved_world_size(path) == 8
+
+
+def test_saved_world_size_unknown_without_it(tmp_path: Path) -> None:
+    """An older manifest without a world size (or none at all) says nothing."""
+    path = make_ckpt(tmp_path, 10, complete=False)
+    assert ck.saved_world_size(path) is None
+    ck.write_manifest(path, 10)
+    assert ck.saved_world_size(path) is None
