@@ -11,6 +11,7 @@ import pulumi
 from infra import config, render
 from infra.hostfacts import HostFacts
 from infra.image import TrainingImage
+from infra.jupyter import JupyterLab
 from infra.launch import TrainingLaunch
 from infra.network import OverlayNetwork
 from infra.secrets import ClusterSecrets
@@ -56,7 +57,15 @@ launch = TrainingLaunch(
     task_spec_digest=services.task_spec_digest,
 )
 
-# 5. Outputs a PR preview and an operator read.
+# 5. Optional: JupyterLab on the master, beside the job.
+if cfg.jupyter.enabled:
+    jupyter = JupyterLab(
+        f"{stack}-jupyter", cfg, image.ref, swarm.manager_provider, depends_on=[image, *nodes]
+    )
+    pulumi.export("jupyterUrl", jupyter.url)
+    pulumi.export("jupyterToken", jupyter.token)
+
+# 6. Outputs a PR preview and an operator read.
 pulumi.export("masterAddress", launch.master_address)
 pulumi.export("masterHost", cfg.master.address)
 pulumi.export("hostfile", launch.hostfile)

@@ -128,6 +128,10 @@ def _service_impact(
 ) -> tuple[Impact, str]:
     if name.endswith("-net-warmup"):
         return Impact.NONE, "overlay warm-up tasks only; training tasks keep running"
+    if name.endswith("-standby"):
+        return Impact.NONE, "the spares' idle standby task only; training tasks keep running"
+    if "-jupyter-" in name:
+        return Impact.NONE, "JupyterLab on the master only; training tasks keep running"
     if op == "update" and keys and all(_touches([k], "mode") for k in keys):
         old, new = _replicas(_inputs(step, "oldState")), _replicas(_inputs(step, "newState"))
         return Impact.MOVES, f"replicas {old} -> {new}: tasks start or stop on nodes"

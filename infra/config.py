@@ -38,7 +38,7 @@ IPSEC_OVERHEAD = 58
 # Ports Swarm itself holds on every host: a master port here would collide.
 SWARM_PORTS = {2377: "swarm management", 7946: "swarm gossip", 4789: "VXLAN data path"}
 # Top-level config keys (all in the `deepspeed-swarm:` namespace).
-CONFIG_KEYS = ("hosts", "network", "image", "training", "secrets", "preflight")
+CONFIG_KEYS = ("hosts", "network", "image", "training", "secrets", "preflight", "jupyter")
 
 # Where the stack itself mounts into every task (infra/services.py) and where the
 # image keeps its code (images/Dockerfile); a dataset mount must stay clear of them.
@@ -483,6 +483,16 @@ class Training(_Model):
         return self.procs_per_node or 1
 
 
+class Jupyter(_Model):
+    """JupyterLab on the master host, in the training image, with the shared data dir."""
+
+    enabled: bool = False
+    """Run JupyterLab (`ds-jupyter`): its token is generated, held as a Swarm secret and
+    a secret stack output (`jupyterToken`). Default false."""
+    port: Port = 8888
+    """Port published on the master host only (Swarm host mode). Default 8888."""
+
+
 class Preflight(_Model):
     """What `pulumi up` checks on every host before creating services."""
 
@@ -573,6 +583,8 @@ class StackConfig(_Model):
     """Names of the values under `secrets` (the values never enter this model)."""
     preflight: Preflight = Preflight()
     """Host checks before services are created."""
+    jupyter: Jupyter = Jupyter()
+    """JupyterLab on the master (optional, off by default)."""
 
     @field_validator("hosts")
     @classmethod

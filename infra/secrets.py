@@ -60,6 +60,59 @@ class SshKeyPairProvider(BoundaryProvider):
         return diff_keys(olds, news, keys, replace_on=keys)
 
 
+class GeneratedTokenProvider(BoundaryProvider):
+    """A random URL-safe token, generated once; rotation is a replace."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        import hashlib
+        import secrets
+
+        value = secrets.token_urlsafe(32)
+        # The id says nothing about the value.
+        id_ = hashlib.sha256(secrets.token_bytes(16)).hexdigest()[:16]
+        return CreateResult(id_=id_, outs={**props, "value": value})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return diff_keys(olds, news, ("rotation",), replace_on=("rotation",))
+
+
+class GeneratedToken(Resource):
+    """A generated token whose value is a secret output (dynamic resource)."""
+
+    value: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["value"])
+        )
+        super().__init__(GeneratedTokenProvider(), name, {**props, "value": None}, opts)
+
+
+def swarm_secret(
+    name: str,
+    file_name: str,
+    value: pulumi.Output[str],
+    provider: docker.Provider,
+    opts: pulumi.ResourceOptions,
+) -> docker.Secret:
+    """A Swarm secret (auto-named) holding `value`, labelled with its file name; the
+    value stays a Pulumi secret, so state keeps it encrypted."""
+    return docker.Secret(
+        name,
+        # Docker wants base64; the value stays a secret through the apply.
+        # The SDK types Output.secret's argument with the class's own TypeVar,
+        # which mypy binds to Never when called on the class.
+        data=pulumi.Output.secret(value.apply(_b64)),  # type: ignore[arg-type]
+        labels=[docker.SecretLabelArgs(label="dss.file", value=file_name)],
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(provider=provider, additional_secret_outputs=["data"]),
+        ),
+    )
+
+
 class SshKeyPair(Resource):
     """An SSH key pair whose private half is a secret output (dynamic resource)."""
 
@@ -106,19 +159,12 @@ class ClusterSecrets(pulumi.ComponentResource):
         }
         self.secrets = {}
         for file_name, value in contents.items():
-            self.secrets[file_name] = docker.Secret(
+            self.secrets[file_name] = swarm_secret(
                 f"{name}-{file_name.replace('_', '-')}",
-                # Docker wants base64; the value stays a secret through the apply.
-                # The SDK types Output.secret's argument with the class's own TypeVar,
-                # which mypy binds to Never when called on the class.
-                data=pulumi.Output.secret(value.apply(_b64)),  # type: ignore[arg-type]
-                labels=[docker.SecretLabelArgs(label="dss.file", value=file_name)],
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    depends_on=list(depends_on),
-                    additional_secret_outputs=["data"],
-                ),
+                file_name,
+                value,
+                provider,
+                pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
             )
         self.register_outputs({"ssh_public_key": self.ssh_public_key})
 

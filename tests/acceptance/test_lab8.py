@@ -14,12 +14,15 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
 import yaml
 
 from delivery.preview import Impact, changes
+from lab.config import host_addr
 from tests.acceptance.conftest import (
     HOSTS,
     LAB_ROOT,
@@ -232,6 +235,40 @@ def test_allreduce_across_all_nodes(stack: Stack, report: dict[str, str]) -> Non
         + " bus bandwidth (gloo, 8 ranks, training running)"
     )
     report["command"] = "pdsh -w <8 addresses> python -m dss_train.collective --hostfile H --me %h"
+
+
+def jupyter_status(url: str, token: str | None) -> int:
+    """The HTTP status of JupyterLab's API at `url`, with the token or without."""
+    req = urllib.request.Request(url, headers={"Authorization": f"token {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except OSError:
+        return 0  # not listening (yet)
+
+
+def test_jupyterlab_on_the_master(stack: Stack, report: dict[str, str]) -> None:
+    """JupyterLab on the master answers with its token (200), refuses without (403)."""
+    out = stack.outputs()
+    base, token = out["jupyterUrl"].removesuffix("/lab"), out["jupyterToken"]
+    api = f"{base}/api/contents"
+    wait_for("JupyterLab's API", lambda: jupyter_status(api, token) == 200, timeout=180)
+    assert jupyter_status(api, None) == 403, "JupyterLab answered without the token"
+    assert jupyter_status(api, "not-the-token") == 403, "JupyterLab took a wrong token"
+    req = urllib.request.Request(api, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        names = {c["name"] for c in json.load(resp)["content"]}
+    assert {"logs", "checkpoints"} <= names, f"/data in JupyterLab holds {names}"
+    port = base.rsplit(":", 1)[1]
+    elsewhere = [f"lab-h{i}" for i in range(2, HOSTS + 1)
+                 if jupyter_status(f"http://{host_addr(i)}:{port}/api/status", token)]  # fmt: skip
+    assert not elsewhere, f"JupyterLab's port answers on {elsewhere}, not only the master"
+    report["figure"] = (
+        "200 with the token, 403 without or wrong; /data mounted; port on the master only"
+    )
+    report["command"] = "curl -H 'Authorization: token <jupyterToken>' <jupyterUrl>/api/contents"
 
 
 def test_training_learns_and_checkpoints(stack: Stack, report: dict[str, str]) -> None:
@@ -546,7 +583,11 @@ def test_secrets_appear_nowhere(stack: Stack, report: dict[str, str]) -> None:
     key = docker(host_index(entry["node"]), "exec", ctr, "cat", "/run/secrets/ssh_private_key")
     key_body = max(key.splitlines(), key=len)
     assert len(key_body) > 40, "could not read the generated key from its task"
-    needles = {"wandb secret": SECRET, "SSH private key": key_body}
+    needles = {
+        "wandb secret": SECRET,
+        "SSH private key": key_body,
+        "JupyterLab token": stack.outputs()["jupyterToken"],
+    }
     places: dict[str, str] = {
         "state": stack.state_text(),
         "engine output": "\n".join(stack.transcript),
@@ -565,7 +606,7 @@ def test_secrets_appear_nowhere(stack: Stack, report: dict[str, str]) -> None:
             assert value not in text, f"the {what} appears in the {place}"
         assert value.encode() not in saved, f"the {what} appears in the image's layers"
     report["figure"] = (
-        "0 hits for 2 values in state, engine output, service specs, task logs, run logs, "
+        "0 hits for 3 values in state, engine output, service specs, task logs, run logs, "
         f"image layers ({len(saved) // 2**20} MiB saved)"
     )
     report["command"] = "grep <value> in each; docker save <image>"

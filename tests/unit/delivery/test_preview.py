@@ -134,3 +134,10 @@ def test_secret_values_never_printed() -> None:
     """Only property names reach the comment, never input values."""
     text = preview.render(digest("dev-image-change"), "dev")
     assert "sha256:" not in text and "[secret]" not in text
+
+
+@pytest.mark.parametrize("name", ["dev-train-standby", "dev-jupyter-service"])
+def test_idle_and_notebook_services_leave_training_alone(name: str) -> None:
+    """A new image rolls the standby and JupyterLab services without touching training."""
+    level, why = preview.impact(preview.SERVICE, name, "update", ("taskSpec",), {})
+    assert level is Impact.NONE and "training tasks keep running" in why, f"{name}: {why}"

@@ -271,3 +271,31 @@ def test_drained_host_gets_no_task(mocks: Mocks, raw: dict[str, Any], tmp_path: 
     assert svcs["ds-worker"].inputs["mode"]["replicated"]["replicas"] == 1, "ds-worker"
     assert svcs["ds-net-warmup"].inputs["mode"]["replicated"]["replicas"] == 2, "warm-up"
     assert mocks.named("unit-launch-roster").inputs["expected_tasks"] == 2
+
+
+def test_jupyter_is_off_by_default(dev_graph: Mocks, dev_program: dict[str, Any]) -> None:
+    """Without `jupyter.enabled` there is no notebook service and no token."""
+    names = {r.inputs["name"] for r in dev_graph.by_type(SERVICE)}
+    assert "ds-jupyter" not in names, "ds-jupyter runs although jupyter is off"
+    assert not [r for r in dev_graph.resources if r.name.endswith("-jupyter-token")]
+
+
+def test_jupyter_on_the_master_with_a_secret_token(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """JupyterLab runs on the master, publishes its port in host mode only, mounts
+    /data and reads its token from a Swarm secret; the token output is secret."""
+    raw["jupyter"] = {"enabled": True, "port": 8899}
+    program = run_program(raw, tmp_path)
+    svc = next(r for r in mocks.by_type(SERVICE) if r.inputs["name"] == "ds-jupyter").inputs
+    spec = svc["taskSpec"]
+    assert spec["placement"]["constraints"] == ["node.labels.dss.role==master"], "ds-jupyter"
+    port = svc["endpointSpec"]["ports"][0]
+    assert (port["publishMode"], port["publishedPort"], port["targetPort"]) == (
+        "host", 8899, 8888
+    ), "ds-jupyter: published on the master's own port only"  # fmt: skip
+    c = spec["containerSpec"]
+    assert c["user"] == "1000" and c["mounts"][0]["target"] == "/data", "ds-jupyter"
+    assert c["secrets"][0]["fileName"] == "jupyter_token", "ds-jupyter: token not a secret file"
+    assert "env" not in c, "ds-jupyter: the token must not be in the spec's env"
+    assert is_secret(program["jupyter"].token), "jupyterToken must be a secret output"
