@@ -1229,7 +1229,12 @@ def load() -> tuple[StackConfig, dict[str, Any]]:
     cfg = pulumi.Config(PROJECT)
     raw: dict[str, Any] = {name: cfg.get_object(name) for name in names}
     secret_keys = {n for n in names if runtime_config.is_config_secret(f"{PROJECT}:{n}")}
-    parsed = parse_stack_config(raw, secret_keys)
+    try:
+        parsed = parse_stack_config(raw, secret_keys)
+    except ConfigError as e:
+        # A RunError is reported by the engine as its message alone, without a
+        # traceback: the key, the value and what is allowed is all a user needs.
+        raise pulumi.RunError(str(e)) from None
     # Suspicious but valid: shown in the preview, the update goes on.
     for warning in parsed.warnings():
         pulumi.log.warn(warning)

@@ -560,20 +560,23 @@ def test_broken_config_touches_nothing(stack: Stack, report: dict[str, str]) -> 
         return h.hexdigest()
 
     before = digest()
-    old = edit_stack_file(stack, lambda c: c["deepspeed-swarm:network"].update(mtu=9500))
+    # 9100 + 50 (VXLAN) does not fit the 9100 underlay.
+    old = edit_stack_file(stack, lambda c: c["deepspeed-swarm:network"].update(mtu=9100))
     try:
         proc = stack.pulumi("preview", check=False)
         out = proc.stdout + proc.stderr
-        assert proc.returncode != 0, "a preview with network.mtu 9500 on a 9100 underlay passed"
-        assert "network.mtu" in out and "9500" in out and "allowed" in out, out[-3000:]
+        assert proc.returncode != 0, "a preview with network.mtu 9100 on a 9100 underlay passed"
+        assert "network.mtu: 9100 + 50" in out and "allowed" in out, out[-3000:]
+        assert "Traceback" not in out, f"a config error printed a traceback:\n{out[-3000:]}"
         assert "Resources:" not in out or "+ " not in out.split("Resources:")[-1], out[-2000:]
     finally:
         stack.config_file.write_text(old)
     assert digest() == before, "the state changed on a failed preview"
     report["figure"] = (
-        "preview exits non-zero naming network.mtu 9500 and what is allowed; state byte-identical"
+        "preview exits non-zero naming network.mtu, 9100 and what is allowed, no traceback; "
+        "state byte-identical"
     )
-    report["command"] = "pulumi preview (network.mtu: 9500)"
+    report["command"] = "pulumi preview (network.mtu: 9100 on a 9100 underlay)"
 
 
 def test_secrets_appear_nowhere(stack: Stack, report: dict[str, str]) -> None:

@@ -687,3 +687,16 @@ def test_stack_file_values_read_back_what_stack_file_yaml_writes() -> None:
     raw = {"training": {"args": ["--lr", "1e-3"], "steps": 200}, "network": {"mtu": 9000}}
     text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
     assert stack_file_values(text) == raw
+
+
+def test_load_reports_a_bad_config_without_a_traceback(mocks: object, raw: dict[str, Any]) -> None:
+    """load() raises a RunError (the engine prints its message alone), naming the key."""
+    import pulumi
+
+    from infra import config
+    from tests.unit.infra.samples import set_stack_config
+
+    raw["network"]["mtu"] = 9100
+    set_stack_config(raw)
+    with pytest.raises(pulumi.RunError, match=r"network\.mtu: 9100 \+ 50 .*allowed"):
+        config.load()
