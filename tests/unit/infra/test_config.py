@@ -164,7 +164,7 @@ def test_unknown_top_level_key(raw: dict[str, Any]) -> None:
     assert problems(raw)[0] == (
         "trainng: unknown config key deepspeed-swarm:trainng; allowed: deepspeed-swarm:hosts, "
         "deepspeed-swarm:network, deepspeed-swarm:image, deepspeed-swarm:training, "
-        "deepspeed-swarm:secrets, deepspeed-swarm:preflight"
+        "deepspeed-swarm:secrets, deepspeed-swarm:preflight, deepspeed-swarm:monitoring"
     )
 
 
