@@ -12,6 +12,7 @@ from infra import config, render
 from infra.hostfacts import HostFacts
 from infra.image import TrainingImage
 from infra.launch import TrainingLaunch
+from infra.monitoring import Monitoring
 from infra.network import OverlayNetwork
 from infra.secrets import ClusterSecrets
 from infra.services import TrainingServices
@@ -56,7 +57,20 @@ launch = TrainingLaunch(
     task_spec_digest=services.task_spec_digest,
 )
 
-# 5. Outputs a PR preview and an operator read.
+# 5. Optional monitoring (Prometheus, node exporters): nothing of it exists when off.
+monitoring = None
+if cfg.monitoring.enabled:
+    monitoring = Monitoring(
+        f"{stack}-monitoring",
+        cfg,
+        PROJECT_DIR,
+        network_id=network.network_id,
+        provider=swarm.manager_provider,
+        host_providers=swarm.providers,
+        depends_on=[network, *nodes],
+    )
+
+# 6. Outputs a PR preview and an operator read.
 pulumi.export("masterAddress", launch.master_address)
 pulumi.export("masterHost", cfg.master.address)
 pulumi.export("hostfile", launch.hostfile)
@@ -71,3 +85,5 @@ pulumi.export("swarmId", swarm.swarm_id)
 pulumi.export("logsCommand", render.logs_command(cfg))
 pulumi.export("trainingLog", render.metrics_path(cfg))
 pulumi.export("trainingSteps", cfg.training.steps)
+if monitoring is not None:
+    pulumi.export("prometheusAddress", monitoring.address)

@@ -1038,6 +1038,19 @@ class StackConfig(_Model):
         ]
 
     @rule(
+        "monitoring.enabled",
+        "error",
+        "The master host (hosts[0]), where Prometheus runs, is a manager.",
+    )
+    def _prometheus_on_a_manager(self) -> list[str]:
+        if not self.monitoring.enabled or self.master.role == "manager":
+            return []
+        return [
+            f"monitoring.enabled: Prometheus runs on the master host {self.master.name!r}, "
+            "which has role 'worker'; allowed: a manager as hosts[0] (the master)"
+        ]
+
+    @rule(
         "monitoring.evaluation_interval",
         "warning",
         "At most the scrape interval (alerts would lag the data).",

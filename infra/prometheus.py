@@ -273,9 +273,11 @@ def node_exporter_args(cfg: StackConfig) -> list[str]:
         f"--path.procfs={HOST_ROOT}/proc",
         f"--path.sysfs={HOST_ROOT}/sys",
         f"--path.rootfs={HOST_ROOT}/root",
-        # Container and overlay plumbing: not the host's disks.
-        "--collector.filesystem.mount-points-exclude="
-        "^/(dev|proc|run|sys|var/lib/docker/.+|host/root/(dev|proc|run|sys|var/lib/docker/.+))($|/)",
+        # Mount points as the host sees them (under --path.rootfs): skip the pseudo
+        # file systems and Docker's own layers, which are not the host's disks.
+        "--collector.filesystem.mount-points-exclude=^/(dev|proc|run|sys|var/lib/docker)($|/)",
+        # Debian enables it; there is no D-Bus in the container.
+        "--no-collector.systemd",
     ]
 
 
