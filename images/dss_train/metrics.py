@@ -177,8 +177,19 @@ class RankMetrics:
         self.loss = gauge("dss_train_loss")
         self.samples_per_s = gauge("dss_train_samples_per_second")
         self.step_seconds = gauge("dss_train_step_seconds")
-        self.ckpt_step = gauge("dss_train_last_checkpoint_step")
-        self.ckpt_time = gauge("dss_train_last_checkpoint_timestamp_seconds")
+        # Absent until there is a checkpoint (a 0 would read as "1970").
+        self._ckpt_step = Gauge(
+            "dss_train_last_checkpoint_step",
+            METRICS["dss_train_last_checkpoint_step"],
+            names,
+            registry=self.registry,
+        )
+        self._ckpt_time = Gauge(
+            "dss_train_last_checkpoint_timestamp_seconds",
+            METRICS["dss_train_last_checkpoint_timestamp_seconds"],
+            names,
+            registry=self.registry,
+        )
         gauge("dss_train_target_steps").set(target_steps)
         gauge("dss_train_start_timestamp_seconds").set(clock())
         Gauge(
@@ -212,9 +223,9 @@ class RankMetrics:
     def resumed(self, step: int, checkpoint_time: float | None) -> None:
         """The run resumed from a checkpoint of `step` (completed at `checkpoint_time`)."""
         self.step.set(step)
-        self.ckpt_step.set(step)
+        self._ckpt_step.labels(**self.who.labels()).set(step)
         if checkpoint_time is not None:
-            self.ckpt_time.set(checkpoint_time)
+            self._ckpt_time.labels(**self.who.labels()).set(checkpoint_time)
 
     def step_done(
         self, step: int, loss: float, samples: int, step_seconds: float, compute_seconds: float
@@ -229,8 +240,8 @@ class RankMetrics:
 
     def checkpoint_done(self, step: int) -> None:
         """A complete checkpoint of `step` was written (all ranks)."""
-        self.ckpt_step.set(step)
-        self.ckpt_time.set(self.clock())
+        self._ckpt_step.labels(**self.who.labels()).set(step)
+        self._ckpt_time.labels(**self.who.labels()).set(self.clock())
 
 
 def from_env(

@@ -112,6 +112,14 @@ def test_step_done_sets_step_loss_and_throughput(served: list[m.RankMetrics]) ->
     assert value["dss_train_target_steps"] == 100
 
 
+def test_no_checkpoint_series_before_the_first(served: list[m.RankMetrics]) -> None:
+    """Before any checkpoint the checkpoint series are absent (not a 0 that reads as 1970)."""
+    samples = scrape(rank(served))
+    assert "dss_train_last_checkpoint_step" not in samples
+    assert "dss_train_last_checkpoint_timestamp_seconds" not in samples
+    assert "dss_train_start_timestamp_seconds" in samples
+
+
 def test_checkpoint_records_step_and_time(served: list[m.RankMetrics]) -> None:
     """A completed checkpoint sets its step and the clock's time."""
     metrics = rank(served, clock=lambda: 1_700_000_000.0)
