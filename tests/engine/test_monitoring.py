@@ -185,8 +185,9 @@ def test_stopped_rank_fires_stalled_alert(prom: str, lab: dict[str, Any]) -> Non
     assert len(worker) == 1, f"lab-h2: worker tasks {[c.name for c in worker]}"
     container = worker[0]
     pid = rank_pid(container)
-    container.exec_run(["kill", "-STOP", pid], user="1000")
+    done = container.exec_run(["kill", "-STOP", pid], user="1000")
     stopped = time.monotonic()
+    assert done.exit_code == 0, f"kill -STOP {pid} in {container.name}: {done.output!r}"
     try:
 
         def stalled() -> list[dict[str, Any]]:
