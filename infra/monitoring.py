@@ -16,8 +16,9 @@ Swarm services on the training overlay (only when `monitoring.enabled`).
   (`tasks.<service>`).
 - `ds-node-exporter`: a global service, the host's /proc, /sys and / read-only.
 
-Nothing here touches the training services: a change to monitoring never restarts
-training (delivery/preview.py reports it so).
+None of these resources is part of a training task: a change to them never restarts
+training (delivery/preview.py reports it so). Turning monitoring on or off does, once:
+the training tasks get or lose the ranks' metrics port (render.training_env).
 """
 
 from __future__ import annotations
