@@ -13,6 +13,7 @@ from infra.hostfacts import HostFacts
 from infra.image import TrainingImage
 from infra.jupyter import JupyterLab
 from infra.launch import TrainingLaunch
+from infra.monitoring import Monitoring
 from infra.network import OverlayNetwork
 from infra.secrets import ClusterSecrets
 from infra.services import TrainingServices
@@ -65,7 +66,20 @@ if cfg.jupyter.enabled:
     pulumi.export("jupyterUrl", jupyter.url)
     pulumi.export("jupyterToken", jupyter.token)
 
-# 6. Outputs a PR preview and an operator read.
+# 6. Optional monitoring (Prometheus, node exporters): nothing of it exists when off.
+monitoring = None
+if cfg.monitoring.enabled:
+    monitoring = Monitoring(
+        f"{stack}-monitoring",
+        cfg,
+        PROJECT_DIR,
+        network_id=network.network_id,
+        provider=swarm.manager_provider,
+        host_providers=swarm.providers,
+        depends_on=[network, *nodes],
+    )
+
+# 7. Outputs a PR preview and an operator read.
 pulumi.export("masterAddress", launch.master_address)
 pulumi.export("masterHost", cfg.master.address)
 pulumi.export("hostfile", launch.hostfile)
@@ -80,3 +94,5 @@ pulumi.export("swarmId", swarm.swarm_id)
 pulumi.export("logsCommand", render.logs_command(cfg))
 pulumi.export("trainingLog", render.metrics_path(cfg))
 pulumi.export("trainingSteps", cfg.training.steps)
+if monitoring is not None:
+    pulumi.export("prometheusAddress", monitoring.address)

@@ -28,6 +28,10 @@ SECRET = "docker:index/secret:Secret"
 IMAGE = "docker:index/image:Image"
 COMMAND = "command:remote:Command"
 DYNAMIC = "pulumi-python:dynamic:Resource"
+CONFIG = "docker:index/serviceConfig:ServiceConfig"
+# Prometheus and the node exporters (infra/monitoring.py): their own services, image
+# and configs; nothing in it is part of a training task.
+MONITORING_COMPONENT = "deepspeed-swarm:monitoring:Monitoring"
 
 # Engine ops folded into the four a reviewer counts; the rest are not changes.
 _REPLACE_OPS = {"replace", "create-replacement", "delete-replaced", "discard-replaced"}
@@ -178,10 +182,26 @@ def _command_impact(op: str) -> tuple[Impact, str]:
     }.get(op, (Impact.NONE, "no re-run: only the launch triggers re-run it"))
 
 
+def _monitoring_impact(type_: str) -> tuple[Impact, str]:
+    what = {
+        SERVICE: "monitoring service: Prometheus or the node exporters restart",
+        IMAGE: "monitoring image: only the monitoring services roll onto it",
+        CONFIG: "Prometheus configuration or alert rules: Prometheus restarts with them",
+    }.get(type_, "monitoring only")
+    return Impact.NONE, f"{what}; training tasks keep running"
+
+
 def impact(
-    type_: str, name: str, op: str, keys: tuple[str, ...], step: Mapping[str, Any]
+    type_: str,
+    name: str,
+    op: str,
+    keys: tuple[str, ...],
+    step: Mapping[str, Any],
+    component: str = ROOT_COMPONENT,
 ) -> tuple[Impact, str]:
     """What a change does to the running job, and why."""
+    if component == MONITORING_COMPONENT:
+        return _monitoring_impact(type_)
     if type_ == SERVICE:
         return _service_impact(name, op, keys, step)
     if type_ == COMMAND:
@@ -221,8 +241,9 @@ def changes(digest: Mapping[str, Any]) -> list[Change]:
         if op is None or type_ == STACK_TYPE or type_.startswith(PROJECT_PREFIX):
             continue
         keys = changed_keys(step)
-        level, why = impact(type_, name, op, keys, step)
-        out.append(Change(urn, name, type_, component_of(types), op, keys, level, why))
+        component = component_of(types)
+        level, why = impact(type_, name, op, keys, step, component)
+        out.append(Change(urn, name, type_, component, op, keys, level, why))
     return out
 
 

@@ -38,7 +38,16 @@ IPSEC_OVERHEAD = 58
 # Ports Swarm itself holds on every host: a master port here would collide.
 SWARM_PORTS = {2377: "swarm management", 7946: "swarm gossip", 4789: "VXLAN data path"}
 # Top-level config keys (all in the `deepspeed-swarm:` namespace).
-CONFIG_KEYS = ("hosts", "network", "image", "training", "secrets", "preflight", "jupyter")
+CONFIG_KEYS = (
+    "hosts",
+    "network",
+    "image",
+    "training",
+    "secrets",
+    "preflight",
+    "jupyter",
+    "monitoring",
+)
 
 # Where the stack itself mounts into every task (infra/services.py) and where the
 # image keeps its code (images/Dockerfile); a dataset mount must stay clear of them.
@@ -84,6 +93,8 @@ STACK_ENV = {
     "DSS_REQUIRE_SSH_KEY": "secrets (the stack's SSH key pair)",
     "DSS_DATA_DIR": "training.data_dir",
     "DS_ACCELERATOR": "training.cpu_only",
+    "DSS_METRICS_PORT": "monitoring.rank_metrics_port",
+    "DSS_NODE": "monitoring (the Swarm node's hostname)",
 }
 # DeepSpeed 0.17.6 (deepspeed/runtime/config.py DEEPSPEED_OPTIMIZERS): its own
 # optimizers, matched case-insensitively; any other name is looked up as a
@@ -157,6 +168,10 @@ SUBNET_OVERHEAD = 3
 # Per node on the overlay: its master/worker task, the warm-up task, and the
 # node's load-balancer endpoint.
 OVERLAY_ADDRS_PER_NODE = 3
+# With monitoring: one node exporter per node, and Prometheus once.
+MONITORING_ADDRS_PER_NODE, MONITORING_ADDRS = 1, 1
+# A Prometheus duration (retention): <n> and one unit.
+_PROM_DURATION = re.compile(r"^[1-9][0-9]*(ms|s|m|h|d|w|y)$")
 # Below this a final checkpoint of a real model rarely finishes before SIGKILL.
 MIN_CHECKPOINT_GRACE_S = 30
 
@@ -509,6 +524,87 @@ class Preflight(_Model):
     """known_hosts to verify host keys against (strict). Default: not verified."""
 
 
+class Alerts(_Model):
+    """Thresholds of the alert rules Prometheus evaluates (README "Monitoring")."""
+
+    stall_intervals: Annotated[int, Field(ge=3, le=1000)] = 8
+    """DssRankStalled: a rank whose step has not advanced for this many scrape
+    intervals while another rank of its run advanced or still answers (its process
+    stopped or hung). At least 3: ranks are scraped up to one interval apart. Also
+    the `for` of DssTargetDown, DssRankSlow and DssGpuMemoryHigh. Default 8."""
+    slow_rank_factor: Annotated[float, Field(gt=1.0, le=100.0)] = 2.0
+    """DssRankSlow: a rank whose own compute time per step (batch and forward pass,
+    over the stall window) exceeds the median of its run by this factor. Default 2."""
+    gpu_memory_ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.95
+    """DssGpuMemoryHigh: GPU memory used / total above this. Default 0.95."""
+    checkpoint_max_age: str = "2h"
+    """DssCheckpointOverdue: a run whose newest complete checkpoint (or, before the
+    first, its start) is older than this. Default `2h`."""
+
+    @field_validator("checkpoint_max_age")
+    @classmethod
+    def _age(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+
+class Monitoring(_Model):
+    """Prometheus, node exporters and per-rank metrics (README "Monitoring")."""
+
+    enabled: bool = False
+    """Deploy Prometheus on the master host and a node exporter on every host, and
+    have every rank serve metrics. Default false: nothing of it exists."""
+    rank_metrics_port: Port = 9410
+    """First port of the ranks' metrics, inside the training tasks on the overlay:
+    local rank i serves on this + i. Default 9410."""
+    prometheus_port: Port = 9090
+    """Port Prometheus is published on, on the master host only (host mode). Default 9090."""
+    node_exporter_port: Port = 9100
+    """Port of the node exporters on the overlay (not published). Default 9100."""
+    scrape_interval: str = "15s"
+    """How often Prometheus scrapes every target. Default `15s`."""
+    evaluation_interval: str = "15s"
+    """How often Prometheus evaluates the alert rules. Default `15s`."""
+    retention: str = "15d"
+    """How long Prometheus keeps samples (`--storage.tsdb.retention.time`). Default `15d`."""
+    storage: str = "dss-prometheus"
+    """Prometheus' data on the master host: a named volume, or an absolute host path
+    owned by uid 65534 (e.g. under the shared data dir). Default volume `dss-prometheus`."""
+    context: str = "monitoring"
+    """Build context of the monitoring image, relative to the project. Default `monitoring`."""
+    repository: str = "deepspeed-swarm/monitoring"
+    """Repository of the monitoring image (pushed to `image.registry`, built on
+    `image.build_host` like the training image). Default `deepspeed-swarm/monitoring`."""
+    base_image: str = "dss-monitoring-base:trixie"
+    """Base with Debian's prometheus and prometheus-node-exporter, made on the build
+    host by `monitoring/build-base`. Default `dss-monitoring-base:trixie`."""
+    alerts: Alerts = Alerts()
+    """Alert thresholds."""
+
+    @field_validator("scrape_interval", "evaluation_interval")
+    @classmethod
+    def _interval(cls, v: str) -> str:
+        if duration_seconds(v) < 1:
+            raise ValueError("allowed: at least 1s")
+        return v
+
+    @field_validator("retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        if not _PROM_DURATION.match(v):
+            raise ValueError("allowed: a Prometheus duration: <n> and one of ms, s, m, h, d, w, y")
+        return v
+
+    @property
+    def scrape_seconds(self) -> int:
+        return duration_seconds(self.scrape_interval)
+
+    @property
+    def stall_window_seconds(self) -> int:
+        """The stall window: stall_intervals scrape intervals."""
+        return self.alerts.stall_intervals * self.scrape_seconds
+
+
 Severity = Literal["error", "warning"]
 
 
@@ -585,6 +681,8 @@ class StackConfig(_Model):
     """Host checks before services are created."""
     jupyter: Jupyter = Jupyter()
     """JupyterLab on the master (optional, off by default)."""
+    monitoring: Monitoring = Monitoring()
+    """Prometheus, node exporters and per-rank metrics."""
 
     @field_validator("hosts")
     @classmethod
@@ -879,11 +977,14 @@ class StackConfig(_Model):
     @rule(
         "network.subnet",
         "error",
-        f"Room for {OVERLAY_ADDRS_PER_NODE} overlay addresses per host (task, warm-up, LB).",
+        f"Room for {OVERLAY_ADDRS_PER_NODE} overlay addresses per host (task, warm-up, LB); "
+        "with monitoring one more per host (node exporter) and one for Prometheus.",
     )
     def _subnet_size(self) -> list[str]:
         net = self._subnet()
         need = OVERLAY_ADDRS_PER_NODE * len(self.hosts)
+        if self.monitoring.enabled:
+            need += MONITORING_ADDRS_PER_NODE * len(self.hosts) + MONITORING_ADDRS
         if net is None or net.num_addresses - SUBNET_OVERHEAD >= need:
             return []
         return [
@@ -940,6 +1041,81 @@ class StackConfig(_Model):
             f"training.stop_grace_period: {self.training.stop_grace_period} leaves little time "
             "for the final checkpoint before SIGKILL; suggested: at least "
             f"{MIN_CHECKPOINT_GRACE_S}s"
+        ]
+
+    # -- monitoring ---------------------------------------------------------------
+    @rule(
+        "monitoring.rank_metrics_port",
+        "error",
+        "With monitoring: the ranks' ports (one per local rank) clear of the master and "
+        "sshd ports and of Swarm's.",
+    )
+    def _rank_metrics_ports(self) -> list[str]:
+        mon, t = self.monitoring, self.training
+        if not mon.enabled:
+            return []
+        ports = range(mon.rank_metrics_port, mon.rank_metrics_port + t.ranks_per_node)
+        taken = {
+            **SWARM_PORTS,
+            t.master_port: "training.master_port",
+            t.sshd_port: "training.sshd_port",
+        }
+        if ports.stop - 1 > 65535:
+            return [
+                f"monitoring.rank_metrics_port: {mon.rank_metrics_port} + {t.ranks_per_node} "
+                f"ranks per node runs past 65535; allowed: at most {65536 - t.ranks_per_node}"
+            ]
+        return [
+            f"monitoring.rank_metrics_port: local rank {p - ports.start} would serve on {p}, "
+            f"which is {taken[p]}; allowed: a base port whose {t.ranks_per_node} ports "
+            f"({ports.start}-{ports.stop - 1}) avoid {sorted(taken)}"
+            for p in ports
+            if p in taken
+        ]
+
+    @rule(
+        "monitoring.prometheus_port",
+        "error",
+        "With monitoring: not a port Swarm holds nor the master host's SSH port.",
+    )
+    def _prometheus_port(self) -> list[str]:
+        mon = self.monitoring
+        if not mon.enabled:
+            return []
+        taken = {**SWARM_PORTS, self.master.ssh_port: f"hosts[0].ssh_port ({self.master.name})"}
+        if mon.prometheus_port not in taken:
+            return []
+        return [
+            f"monitoring.prometheus_port: {mon.prometheus_port} is published on the master "
+            f"host, where it is {taken[mon.prometheus_port]}; allowed: any port except "
+            f"{sorted(taken)}"
+        ]
+
+    @rule(
+        "monitoring.enabled",
+        "error",
+        "The master host (hosts[0]), where Prometheus runs, is a manager.",
+    )
+    def _prometheus_on_a_manager(self) -> list[str]:
+        if not self.monitoring.enabled or self.master.role == "manager":
+            return []
+        return [
+            f"monitoring.enabled: Prometheus runs on the master host {self.master.name!r}, "
+            "which has role 'worker'; allowed: a manager as hosts[0] (the master)"
+        ]
+
+    @rule(
+        "monitoring.evaluation_interval",
+        "warning",
+        "At most the scrape interval (alerts would lag the data).",
+    )
+    def _evaluation_interval(self) -> list[str]:
+        mon = self.monitoring
+        if not mon.enabled or duration_seconds(mon.evaluation_interval) <= mon.scrape_seconds:
+            return []
+        return [
+            f"monitoring.evaluation_interval: {mon.evaluation_interval} is longer than "
+            f"monitoring.scrape_interval {mon.scrape_interval}: alerts see new samples late"
         ]
 
     # -- DeepSpeed (an inline ds_config; a path is read only inside the image) --

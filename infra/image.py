@@ -25,10 +25,47 @@ def image_tag(project_dir: Path, image: Image) -> str:
     return render.tree_hash(project_dir / image.context)
 
 
-def image_name(image: Image, tag: str) -> str:
-    """`[registry/]repository:tag`."""
+def image_name(image: Image, tag: str, repository: str | None = None) -> str:
+    """`[registry/]repository:tag` (`repository` defaults to the training image's)."""
     prefix = f"{image.registry}/" if image.registry else ""
-    return f"{prefix}{image.repository}:{tag}"
+    return f"{prefix}{repository or image.repository}:{tag}"
+
+
+def distribute(
+    parent: pulumi.Resource,
+    name: str,
+    image: Image,
+    ref_name: str,
+    build: docker.DockerBuildArgs,
+    host_providers: dict[str, docker.Provider],
+) -> pulumi.Output[str]:
+    """Build `ref_name` and make it available to every host; returns what services run.
+
+    With `image.registry`: built once on `image.build_host` (resource `<name>-build`,
+    its provider `<name>-build-host`) and pushed; the pushed digest is returned.
+    Without: built on every host's engine (`<name>-build-<host>`), returned by tag.
+    """
+    if image.registry:
+        builder = docker.Provider(
+            f"{name}-build-host", host=image.build_host, opts=pulumi.ResourceOptions(parent=parent)
+        )
+        built = docker.Image(
+            f"{name}-build",
+            image_name=ref_name,
+            build=build,
+            registry=docker.RegistryArgs(server=image.registry),
+            opts=pulumi.ResourceOptions(parent=parent, provider=builder),
+        )
+        return built.repo_digest
+    for host, provider in host_providers.items():
+        docker.Image(
+            f"{name}-build-{host}",
+            image_name=ref_name,
+            build=build,
+            skip_push=True,
+            opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+        )
+    return pulumi.Output.from_input(ref_name)
 
 
 class TrainingImage(pulumi.ComponentResource):
@@ -59,26 +96,5 @@ class TrainingImage(pulumi.ComponentResource):
             builder_version=docker.BuilderVersion(img.builder),
             platform=f"{PLATFORM_OS}/{PLATFORM_ARCH}",
         )
-        if img.registry:
-            builder = docker.Provider(
-                f"{name}-build-host", host=img.build_host, opts=pulumi.ResourceOptions(parent=self)
-            )
-            built = docker.Image(
-                f"{name}-build",
-                image_name=image_name(img, self.tag),
-                build=build,
-                registry=docker.RegistryArgs(server=img.registry),
-                opts=pulumi.ResourceOptions(parent=self, provider=builder),
-            )
-            self.ref = built.repo_digest
-        else:
-            for host, provider in host_providers.items():
-                docker.Image(
-                    f"{name}-build-{host}",
-                    image_name=image_name(img, self.tag),
-                    build=build,
-                    skip_push=True,
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider),
-                )
-            self.ref = pulumi.Output.from_input(image_name(img, self.tag))
+        self.ref = distribute(self, name, img, image_name(img, self.tag), build, host_providers)
         self.register_outputs({"tag": self.tag, "ref": self.ref})

@@ -112,6 +112,11 @@ def training_env(cfg: StackConfig) -> dict[str, str]:
     }
     if t.cpu_only:
         env["DS_ACCELERATOR"] = "cpu"
+    if cfg.monitoring.enabled:
+        # Every rank serves metrics on this + its local rank (images/dss_train/metrics.py),
+        # labelled with the Swarm node it runs on (a template Swarm fills in per task).
+        env["DSS_METRICS_PORT"] = str(cfg.monitoring.rank_metrics_port)
+        env["DSS_NODE"] = "{{.Node.Hostname}}"
     rdma = {h.rdma_interface for h in cfg.hosts if h.rdma_interface}
     if rdma:
         env["NCCL_IB_HCA"] = ",".join(sorted(rdma))

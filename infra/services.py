@@ -166,7 +166,13 @@ def spec_digest(cfg: StackConfig, *inputs: pulumi.Input[str]) -> pulumi.Output[s
     same tasks and nothing relaunches. Taken from the program's inputs, never from
     what Swarm reads back, so a refresh does not change it.
     """
-    static = json.dumps(cfg.model_dump(mode="json"), sort_keys=True)
+    data = cfg.model_dump(mode="json", exclude={"monitoring"})
+    if cfg.monitoring.enabled:
+        # Of monitoring, the tasks see only their metrics port (render.training_env):
+        # Prometheus' settings and thresholds never re-read the tasks. Off, it is not
+        # in the digest at all (the same digest as before monitoring existed).
+        data["monitoring"] = {"rank_metrics_port": cfg.monitoring.rank_metrics_port}
+    static = json.dumps(data, sort_keys=True)
 
     def digest(values: list[Any]) -> str:
         text = static + json.dumps(values, sort_keys=True)

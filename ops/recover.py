@@ -12,7 +12,7 @@ auto-named secret is leaked silently. Pulumi's repair is `pulumi refresh` with
 `--import-pending-creates` (the create happened) or `--clear-pending-creates` (it did
 not). This tool decides per object, on the hosts, instead of by hand:
 
-- a Docker service, network or secret with a pending create that exists on the swarm is
+- a Docker service, network, secret or config with a pending create that exists on the swarm is
   removed there, so that the next `up` creates it under the state's control (the Docker
   provider cannot import a secret, and a half-created service ran no training yet: the
   launch depends on it);
@@ -48,8 +48,12 @@ from infra.hostops import docker_client, node_hostname
 SERVICE = "docker:index/service:Service"
 NETWORK = "docker:index/network:Network"
 SECRET = "docker:index/secret:Secret"
-#: Objects whose half-done create is undone on the hosts (the others are adopted).
-REMOVABLE = (SERVICE, NETWORK, SECRET)
+CONFIG = "docker:index/serviceConfig:ServiceConfig"
+#: Objects whose half-done create is undone on the hosts (the others are adopted), in
+#: the order they are removed: services first, then what they use.
+REMOVABLE = (SERVICE, NETWORK, SECRET, CONFIG)
+#: swarm_objects' kinds, as resource types.
+KINDS = {"service": SERVICE, "secret": SECRET, "network": NETWORK, "config": CONFIG}
 
 
 @dataclass(frozen=True)
@@ -175,10 +179,12 @@ def known_ids(deployment: dict[str, Any]) -> set[str]:
 
 
 def swarm_objects(leader: Any) -> list[tuple[str, str, str]]:
-    """(kind, name, id) of the swarm's nodes, services, secrets and swarm networks."""
+    """(kind, name, id) of the swarm's nodes, services, secrets, configs (Prometheus'
+    with monitoring on) and swarm networks."""
     objects = [("node", node_hostname(n.attrs), n.id) for n in leader.nodes.list()]
     objects += [("service", s.name, s.id) for s in leader.services.list()]
     objects += [("secret", s.name, s.id) for s in leader.secrets.list()]
+    objects += [("config", c.name, c.id) for c in leader.configs.list()]
     objects += [
         ("network", n.name, n.id)
         for n in leader.networks.list()
@@ -204,9 +210,8 @@ def survey(pulumi: Pulumi) -> tuple[Report, Any]:
     if leader is not None and leader.info()["Swarm"].get("ControlAvailable"):
         known = known_ids(deployment)
         pending_names = {(p.type, p.name) for p in report.pending}
-        kinds = {"service": SERVICE, "secret": SECRET, "network": NETWORK}
         for kind, name, oid in swarm_objects(leader):
-            if oid in known or (kinds.get(kind), name) in pending_names:
+            if oid in known or (KINDS.get(kind), name) in pending_names:
                 continue
             if kind == "node" and name in adoptable:
                 report.adopting.append(name)
@@ -221,6 +226,8 @@ def _remove(leader: Any, kind: str, name: str) -> str | None:
         listing = leader.services.list(filters={"name": name})
     elif kind == NETWORK:
         listing = leader.networks.list(names=[name])
+    elif kind == CONFIG:
+        listing = leader.configs.list(filters={"name": name})
     else:
         listing = leader.secrets.list(filters={"name": name})
     found = [o for o in listing if o.name == name]
@@ -239,7 +246,7 @@ def _remove(leader: Any, kind: str, name: str) -> str | None:
 
 def apply(pulumi: Pulumi, report: Report, leader: Any) -> None:
     """Undo the half-done creates on the swarm, then clear the pending operations."""
-    # Services before what they use: a network or secret in use cannot be removed.
+    # Services before what they use: a network, secret or config in use cannot be removed.
     order = sorted(
         (p for p in report.pending if p.operation == "creating" and p.type in REMOVABLE),
         key=lambda p: REMOVABLE.index(p.type),

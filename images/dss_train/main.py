@@ -66,11 +66,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="torch CPU threads per rank (0: cores / local ranks)")
     p.add_argument("--step-sleep", type=float, default=float(_env("DSS_STEP_SLEEP", "0")),
                    help="seconds to sleep after each step (tests)")
+    p.add_argument("--metrics-port", type=int, default=int(_env("DSS_METRICS_PORT", "0") or 0),
+                   help="serve Prometheus metrics on this port + local rank (0: off)")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,
                    help=argparse.SUPPRESS)  # passed by deepspeed's launcher; LOCAL_RANK env wins
     args = p.parse_args(argv)
     if args.steps < 1 or args.ckpt_every < 1 or args.keep < 1:
         p.error("--steps, --ckpt-every and --keep must be >= 1")
+    if not 0 <= args.metrics_port <= 65535:
+        p.error("--metrics-port must be a TCP port (0: no metrics)")
     return args
 
 
@@ -102,6 +106,31 @@ def _skip_unbuildable_shm_op(acc: Any) -> None:
     if not installed_ops.get("deepspeed_shm_comm") and shutil.which("ninja") is None:
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
         log.info("shm_comm op not pre-built and no ninja: skipping it")
+
+
+def _rank_gpu_uuid(acc: Any, local_rank: int) -> str:
+    """The UUID of the GPU this rank computes on, as CUDA names it ("" on CPU)."""
+    if acc.device_name() != "cuda":
+        return ""
+    try:
+        import torch
+
+        return f"GPU-{torch.cuda.get_device_properties(local_rank).uuid}"
+    except Exception:  # an older torch without .uuid: NVML finds it by index instead
+        return ""
+
+
+def _start_metrics(args: argparse.Namespace, acc: Any, rank: int, world: int) -> Any:
+    """The rank's Prometheus metrics when --metrics-port is set (else None)."""
+    if not args.metrics_port:
+        return None
+    from . import metrics as rank_metrics
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    return rank_metrics.from_env(os.environ, port=args.metrics_port, run=args.run, rank=rank,
+                                 local_rank=local_rank, world_size=world,
+                                 target_steps=args.steps,
+                                 gpu_uuid=_rank_gpu_uuid(acc, local_rank))
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
@@ -221,6 +250,7 @@ def train(args: argparse.Namespace) -> int:
         if chosen is not None:
             choice[0] = (*chosen, ck.saved_world_size(ckpt_root / chosen[1]))
     dist.broadcast_object_list(choice, src=0)
+    prom = _start_metrics(args, acc, rank, world)
     start = 0
     if choice[0] is not None:
         step0, tag, saved_world = choice[0]
@@ -238,6 +268,9 @@ def train(args: argparse.Namespace) -> int:
             print(f"[dss-train] world size changed {saved_world} -> {world}: weights "
                   "resumed, optimizer state reset", flush=True)
         start = int((client or {}).get("step", step0))
+        if prom is not None:
+            manifest = ckpt_root / tag / ck.MANIFEST
+            prom.resumed(start, manifest.stat().st_mtime if manifest.is_file() else None)
         if rank == 0:
             _truncate_metrics(log_dir / "metrics.jsonl", start)
         log.info("resumed from %s at step %d", tag, start)
@@ -262,6 +295,8 @@ def train(args: argparse.Namespace) -> int:
                 log.info("pruned checkpoint %s", old)
             print(f"[dss-train] checkpoint {tag} saved", flush=True)
         dist.barrier()
+        if prom is not None:
+            prom.checkpoint_done(step)
         log.info("checkpoint %s complete", tag)
 
     engine.train()
@@ -271,9 +306,12 @@ def train(args: argparse.Namespace) -> int:
         step += 1
         t0 = time.perf_counter()
         loss_sum = 0.0
+        compute_s = 0.0  # this rank's own work: batch and forward (no collective waits)
         for m in range(ga):
+            c0 = time.perf_counter()
             batch = corpus.batch(step, m, rank, world, ga, mbs).to(device)
             loss = engine(batch)
+            compute_s += time.perf_counter() - c0
             engine.backward(loss)
             engine.step()
             loss_sum += float(loss.detach())
@@ -284,6 +322,8 @@ def train(args: argparse.Namespace) -> int:
         loss_avg, stopping = t[0].item() / world, t[1].item() > 0
         dt = time.perf_counter() - t0
         samples = mbs * ga * world
+        if prom is not None:
+            prom.step_done(step, loss_sum / ga, mbs * ga, dt, compute_s)
         if metrics is not None:
             lr = engine.get_lr()[0] if engine.get_lr() else 0.0
             rec = {"step": step, "loss": round(loss_avg, 6), "lr": lr,
@@ -308,6 +348,8 @@ def train(args: argparse.Namespace) -> int:
             time.sleep(args.step_sleep)
     if metrics is not None:
         metrics.close()
+    if prom is not None:
+        prom.close()
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -141,3 +141,34 @@ def test_idle_and_notebook_services_leave_training_alone(name: str) -> None:
     """A new image rolls the standby and JupyterLab services without touching training."""
     level, why = preview.impact(preview.SERVICE, name, "update", ("taskSpec",), {})
     assert level is Impact.NONE and "training tasks keep running" in why, f"{name}: {why}"
+
+
+def monitoring_step(type_: str, name: str, op: str, *diff: str) -> dict[str, Any]:
+    """A preview step of a resource of the monitoring component."""
+    urn = f"urn:pulumi:dev::deepspeed-swarm::deepspeed-swarm:monitoring:Monitoring${type_}::{name}"
+    return {"op": op, "urn": urn, "diffReasons": list(diff), "detailedDiff": None}
+
+
+def test_monitoring_changes_leave_training_alone() -> None:
+    """A new alert threshold (a new rules config, Prometheus rolls onto it) and a new
+    monitoring image are reported as leaving training alone, never as a restart."""
+    d = {
+        "steps": [
+            monitoring_step(preview.CONFIG, "dev-monitoring-rules", "create-replacement", "data"),
+            monitoring_step(preview.CONFIG, "dev-monitoring-rules", "replace", "data"),
+            monitoring_step(preview.SERVICE, "dev-monitoring-prometheus", "update", "taskSpec"),
+            monitoring_step(preview.SERVICE, "dev-monitoring-node-exporter", "update", "taskSpec"),
+            monitoring_step(preview.IMAGE, "dev-monitoring-image-build", "update", "imageName"),
+        ]
+    }
+    cs = preview.changes(d)
+    assert [c.name for c in cs] == [
+        "dev-monitoring-rules",
+        "dev-monitoring-prometheus",
+        "dev-monitoring-node-exporter",
+        "dev-monitoring-image-build",
+    ]
+    for c in cs:
+        assert c.impact is Impact.NONE, f"{c.name}: {c.why}"
+        assert "training tasks keep running" in c.why, f"{c.name}: reason {c.why!r}"
+    assert "Overall: **leaves training alone**" in preview.render(d, "dev")

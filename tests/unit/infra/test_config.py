@@ -219,7 +219,8 @@ def test_unknown_top_level_key(raw: dict[str, Any]) -> None:
     assert problems(raw)[0] == (
         "trainng: unknown config key deepspeed-swarm:trainng; allowed: deepspeed-swarm:hosts, "
         "deepspeed-swarm:network, deepspeed-swarm:image, deepspeed-swarm:training, "
-        "deepspeed-swarm:secrets, deepspeed-swarm:preflight, deepspeed-swarm:jupyter"
+        "deepspeed-swarm:secrets, deepspeed-swarm:preflight, deepspeed-swarm:jupyter, "
+        "deepspeed-swarm:monitoring"
     )
 
 
@@ -700,3 +701,97 @@ def test_load_reports_a_bad_config_without_a_traceback(mocks: object, raw: dict[
     set_stack_config(raw)
     with pytest.raises(pulumi.RunError, match=r"network\.mtu: 9100 \+ 50 .*allowed"):
         config.load()
+
+
+# -- monitoring (issue 12) -------------------------------------------------------------
+def monitored(raw: dict[str, Any], **monitoring: Any) -> dict[str, Any]:
+    """raw with monitoring on, plus `monitoring` keys."""
+    raw["monitoring"] = {"enabled": True, **monitoring}
+    return raw
+
+
+def test_monitoring_is_off_by_default() -> None:
+    """The committed stacks deploy no monitoring unless they say so."""
+    for stack in ("dev", "prod"):
+        assert not parse_stack_config(stack_config(stack), {"secrets"}).monitoring.enabled, stack
+
+
+def test_rank_metrics_ports_clear_of_the_master_port(raw: dict[str, Any]) -> None:
+    """A rank metrics port range (8 ranks per node) reaching the master port is refused."""
+    monitored(raw, rank_metrics_port=29495)
+    assert problems(raw) == [
+        "monitoring.rank_metrics_port: local rank 5 would serve on 29500, which is "
+        "training.master_port; allowed: a base port whose 8 ports (29495-29502) avoid "
+        "[2222, 2377, 4789, 7946, 29500]"
+    ]
+
+
+def test_rank_metrics_ports_are_not_checked_when_off(raw: dict[str, Any]) -> None:
+    """With monitoring off no rank serves metrics: the port is not checked."""
+    raw["monitoring"] = {"rank_metrics_port": 29500}
+    assert not parse_stack_config(raw).monitoring.enabled
+
+
+def test_prometheus_port_clear_of_swarm(raw: dict[str, Any]) -> None:
+    """Prometheus published on a port Swarm holds on the master host is refused."""
+    monitored(raw, prometheus_port=7946)
+    assert problems(raw) == [
+        "monitoring.prometheus_port: 7946 is published on the master host, where it is swarm "
+        "gossip; allowed: any port except [22, 2377, 4789, 7946]"
+    ]
+
+
+def test_prometheus_needs_a_manager_master(raw: dict[str, Any]) -> None:
+    """Prometheus runs on the master host, which must be a manager."""
+    raw["hosts"][0]["role"], raw["hosts"][1]["role"] = "worker", "manager"
+    monitored(raw)
+    assert problems(raw) == [
+        "monitoring.enabled: Prometheus runs on the master host 'gpu-01', which has role "
+        "'worker'; allowed: a manager as hosts[0] (the master)"
+    ]
+
+
+def test_subnet_room_for_monitoring(raw: dict[str, Any]) -> None:
+    """With monitoring, the overlay also needs a node exporter per host and Prometheus."""
+    raw["hosts"].append(host(4))
+    raw["network"]["subnet"] = "10.20.0.0/28"
+    assert parse_stack_config(raw), "4 hosts fit a /28 without monitoring"
+    assert problems(monitored(raw)) == [
+        "network.subnet: 10.20.0.0/28 has 13 usable addresses but 4 hosts need 17; allowed: a "
+        "prefix with at least 20 addresses"
+    ]
+
+
+def test_retention_is_a_prometheus_duration(raw: dict[str, Any]) -> None:
+    """A retention Prometheus cannot read is refused, naming the units."""
+    monitored(raw, retention="two weeks")
+    assert problems(raw) == [
+        "monitoring.retention: allowed: a Prometheus duration: <n> and one of ms, s, m, h, d, "
+        "w, y (got 'two weeks')"
+    ]
+
+
+def test_stall_window_needs_three_intervals(raw: dict[str, Any]) -> None:
+    """Fewer than 3 scrape intervals cannot tell a stalled rank from scrape jitter."""
+    monitored(raw, alerts={"stall_intervals": 2})
+    assert problems(raw) == [
+        "monitoring.alerts.stall_intervals: Input should be greater than or equal to 3 (got 2)"
+    ]
+
+
+def test_slow_evaluation_warns(raw: dict[str, Any]) -> None:
+    """Rules evaluated less often than the data arrives are a warning."""
+    monitored(raw, evaluation_interval="1m")
+    assert warnings_of(raw) == [
+        "monitoring.evaluation_interval: 1m is longer than monitoring.scrape_interval 15s: "
+        "alerts see new samples late"
+    ]
+
+
+def test_metrics_env_is_derived(raw: dict[str, Any]) -> None:
+    """DSS_METRICS_PORT in training.env is refused: monitoring.rank_metrics_port sets it."""
+    raw["training"]["env"] = {"DSS_METRICS_PORT": "9999"}
+    assert problems(raw) == [
+        "training.env: DSS_METRICS_PORT is derived from monitoring.rank_metrics_port; allowed: "
+        "set that key instead"
+    ]

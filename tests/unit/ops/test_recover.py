@@ -110,3 +110,39 @@ def test_render_lists_every_finding() -> None:
     needles = ("creating  s-train-master", "stray  (id1)", "node      lab-h1", "removed ds-master")
     for needle in needles:
         assert needle in text, f"report lacks {needle!r}:\n{text}"
+
+
+class _Listing:
+    """A docker-py collection: .list() of objects with name and id."""
+
+    def __init__(self, *objects: Any) -> None:
+        self.objects = list(objects)
+
+    def list(self, **_filters: Any) -> list[Any]:
+        return self.objects
+
+
+def _obj(name: str, id_: str, **attrs: Any) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, id=id_, attrs=attrs)
+
+
+def test_swarm_configs_are_surveyed() -> None:
+    """Swarm configs (Prometheus' config and rules) are listed with the other swarm objects,
+    so a half-created one is found, and one the state does not know is an orphan."""
+    from types import SimpleNamespace
+
+    leader = SimpleNamespace(
+        nodes=_Listing(),
+        services=_Listing(_obj("ds-prometheus", "svc1")),
+        secrets=_Listing(),
+        configs=_Listing(_obj("ds-prometheus-config-0123456789ab", "cfg1")),
+        networks=_Listing(),
+    )
+    assert recover.swarm_objects(leader) == [
+        ("service", "ds-prometheus", "svc1"),
+        ("config", "ds-prometheus-config-0123456789ab", "cfg1"),
+    ]
+    assert recover.KINDS["config"] == recover.CONFIG
+    assert recover.REMOVABLE.index(recover.SERVICE) < recover.REMOVABLE.index(recover.CONFIG)

@@ -17,19 +17,23 @@ mocks = infra_conftest.mocks
 
 
 def program_resources(
-    stack: str, mocks: Mocks, tmp_path: Path
+    stack: str, mocks: Mocks, tmp_path: Path, monitoring: bool = False
 ) -> list[tuple[str, str, dict[str, Any]]]:
-    """(type, name, inputs) of every resource a committed stack's program registers."""
+    """(type, name, inputs) of every resource a committed stack's program registers
+    (with `monitoring`: also Prometheus and the node exporters)."""
     raw = copy.deepcopy(stack_config(stack))
     raw.pop("secrets", None)
+    if monitoring:
+        raw["monitoring"] = {"enabled": True}
     run_program(raw, tmp_path, {"wandb_api_key": "s3cr3t-value"})
     return [(r.typ, r.name, dict(r.inputs)) for r in mocks.resources]
 
 
-@pytest.fixture(params=["dev", "prod"])
+@pytest.fixture(params=["dev", "prod", "dev+monitoring", "prod+monitoring"])
 def real_resources(
     request: pytest.FixtureRequest, mocks: Mocks, tmp_path: Path
 ) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
-    """A committed stack's name and its program's resources."""
-    stack: str = request.param
-    return stack, program_resources(stack, mocks, tmp_path)
+    """A committed stack's name and its program's resources (as committed, and with
+    monitoring on)."""
+    stack, _, extra = str(request.param).partition("+")
+    return stack, program_resources(stack, mocks, tmp_path, monitoring=extra == "monitoring")

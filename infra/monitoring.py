@@ -1,0 +1,208 @@
+"""Monitoring: Prometheus on the master host and a node exporter on every host, as
+Swarm services on the training overlay (only when `monitoring.enabled`).
+
+- The image (`monitoring/`) holds Debian's prometheus and prometheus-node-exporter;
+  it is built and distributed like the training image (content tag, pushed digest).
+- Prometheus' configuration and alert rules are rendered by infra/prometheus.py and
+  delivered as Swarm configs rather than baked into the image: a new threshold or
+  scrape interval is a new config object and a Prometheus restart, not an image
+  build and push; `docker config inspect` shows exactly what runs, and Swarm
+  mounts it read-only. Configs are immutable, so each is named by its content and
+  replaced create-before-delete (Docker refuses to delete one a service uses).
+- `ds-prometheus`: one task pinned to the master host, published there only
+  (host-mode port: no routing mesh, which the lab's kernel lacks anyway), data on
+  a named volume (created by Swarm on the master, kept across `destroy`) or a
+  host path. It finds the ranks and the exporters through Swarm's DNS
+  (`tasks.<service>`).
+- `ds-node-exporter`: a global service, the host's /proc, /sys and / read-only.
+
+None of these resources is part of a training task: a change to them never restarts
+training (delivery/preview.py reports it so). Turning monitoring on or off does, once:
+the training tasks get or lose the ranks' metrics port (render.training_env).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from pathlib import Path
+
+import pulumi
+import pulumi_docker as docker
+
+from infra import prometheus, render
+from infra.config import StackConfig
+from infra.image import PLATFORM_ARCH, PLATFORM_OS, distribute, image_name
+from infra.services import PLATFORMS
+
+ROLE_LABEL = docker.ServiceLabelArgs(label="dss.role", value="monitoring")
+
+
+def image_tag(project_dir: Path, cfg: StackConfig) -> str:
+    """Content tag of the monitoring image (its Dockerfile, package list, base script)."""
+    return render.tree_hash(project_dir / cfg.monitoring.context)
+
+
+def storage_mount(cfg: StackConfig) -> docker.ServiceTaskSpecContainerSpecMountArgs:
+    """Prometheus' data: a named volume, or a bind of an absolute host path."""
+    source = cfg.monitoring.storage
+    kind = "bind" if source.startswith("/") else "volume"
+    return docker.ServiceTaskSpecContainerSpecMountArgs(
+        type=kind, source=source, target=prometheus.DATA_DIR, read_only=False
+    )
+
+
+def host_mounts() -> list[docker.ServiceTaskSpecContainerSpecMountArgs]:
+    """The host's /proc, /sys and / for the node exporter, read-only."""
+    return [
+        docker.ServiceTaskSpecContainerSpecMountArgs(
+            type="bind", source=source, target=f"{prometheus.HOST_ROOT}/{target}", read_only=True
+        )
+        for source, target in (("/proc", "proc"), ("/sys", "sys"), ("/", "root"))
+    ]
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+class Monitoring(pulumi.ComponentResource):
+    """Prometheus and the node exporters of one stack."""
+
+    prometheus: docker.Service
+    node_exporter: docker.Service
+    image_ref: pulumi.Output[str]
+    address: str
+    """`http://<master host>:<prometheus_port>`: where an operator or Grafana reaches it."""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        project_dir: Path,
+        network_id: pulumi.Input[str],
+        provider: docker.Provider,
+        host_providers: dict[str, docker.Provider],
+        depends_on: Sequence[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("deepspeed-swarm:monitoring:Monitoring", name, None, opts)
+        mon = cfg.monitoring
+        tag = image_tag(project_dir, cfg)
+        build = docker.DockerBuildArgs(
+            context=mon.context,
+            dockerfile=f"{mon.context}/Dockerfile",
+            args={"BASE_IMAGE": mon.base_image},
+            builder_version=docker.BuilderVersion(cfg.image.builder),
+            platform=f"{PLATFORM_OS}/{PLATFORM_ARCH}",
+        )
+        self.image_ref = distribute(
+            self,
+            f"{name}-image",
+            cfg.image,
+            image_name(cfg.image, tag, mon.repository),
+            build,
+            host_providers,
+        )
+        on_swarm = pulumi.ResourceOptions(
+            parent=self, provider=provider, depends_on=list(depends_on)
+        )
+
+        def swarm_config(
+            role: str, text: str, file_name: str
+        ) -> docker.ServiceTaskSpecContainerSpecConfigArgs:
+            config = docker.ServiceConfig(
+                f"{name}-{role}",
+                # Named by content: a change is a new config (configs are immutable).
+                name=f"{prometheus.PROMETHEUS_SERVICE}-{role}-{render.content_hash(text)}",
+                data=_b64(text),
+                labels=[docker.ServiceConfigLabelArgs(label="dss.file", value=file_name)],
+                opts=pulumi.ResourceOptions.merge(
+                    on_swarm,
+                    # The new config exists before the service moves to it and the
+                    # old one goes after (the name changes with the content).
+                    pulumi.ResourceOptions(delete_before_replace=False),
+                ),
+            )
+            return docker.ServiceTaskSpecContainerSpecConfigArgs(
+                config_id=config.id,
+                config_name=config.name,
+                file_name=file_name,
+                file_uid=prometheus.MONITORING_UID,
+                file_gid=prometheus.MONITORING_UID,
+                file_mode=0o444,
+            )
+
+        configs = [
+            swarm_config("config", prometheus.prometheus_config(cfg), prometheus.CONFIG_FILE),
+            swarm_config("rules", prometheus.alert_rules(cfg), prometheus.RULES_FILE),
+        ]
+        restart = docker.ServiceTaskSpecRestartPolicyArgs(
+            condition="any", delay=render.docker_duration("10s")
+        )
+        networks = [docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)]
+        self.prometheus = docker.Service(
+            f"{name}-prometheus",
+            name=prometheus.PROMETHEUS_SERVICE,
+            mode=docker.ServiceModeArgs(replicated=docker.ServiceModeReplicatedArgs(replicas=1)),
+            task_spec=docker.ServiceTaskSpecArgs(
+                container_spec=docker.ServiceTaskSpecContainerSpecArgs(
+                    image=self.image_ref,
+                    commands=prometheus.prometheus_args(cfg),
+                    user=prometheus.MONITORING_UID,
+                    configs=configs,
+                    mounts=[storage_mount(cfg)],
+                    # The TSDB writes its head block on SIGTERM.
+                    stop_signal="SIGTERM",
+                    stop_grace_period=render.docker_duration("30s"),
+                ),
+                networks_advanceds=networks,
+                placement=docker.ServiceTaskSpecPlacementArgs(
+                    constraints=[f"node.hostname=={cfg.master.name}"],
+                    max_replicas=1,
+                    platforms=PLATFORMS,
+                ),
+                restart_policy=restart,
+            ),
+            # Published on the master host only: host mode binds the port where the
+            # task runs. dnsrr: no VIP (the lab has no IPVS; nothing needs one).
+            endpoint_spec=docker.ServiceEndpointSpecArgs(
+                mode="dnsrr",
+                ports=[
+                    docker.ServiceEndpointSpecPortArgs(
+                        target_port=prometheus.PROMETHEUS_PORT,
+                        published_port=mon.prometheus_port,
+                        protocol="tcp",
+                        publish_mode="host",
+                    )
+                ],
+            ),
+            converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="5m"),
+            labels=[ROLE_LABEL],
+            opts=on_swarm,
+        )
+        # Global: one per node, also on hosts joined later. (The docker provider
+        # refuses converge_config with global mode.)
+        self.node_exporter = docker.Service(
+            f"{name}-node-exporter",
+            name=prometheus.NODE_EXPORTER_SERVICE,
+            mode=docker.ServiceModeArgs(global_=True),
+            task_spec=docker.ServiceTaskSpecArgs(
+                container_spec=docker.ServiceTaskSpecContainerSpecArgs(
+                    image=self.image_ref,
+                    commands=prometheus.node_exporter_args(cfg),
+                    user=prometheus.MONITORING_UID,
+                    mounts=host_mounts(),
+                    # node_uname_info then names the Swarm node, not a container id.
+                    hostname="{{.Node.Hostname}}",
+                ),
+                networks_advanceds=networks,
+                placement=docker.ServiceTaskSpecPlacementArgs(platforms=PLATFORMS),
+                restart_policy=restart,
+            ),
+            endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
+            labels=[ROLE_LABEL],
+            opts=on_swarm,
+        )
+        self.address = f"http://{cfg.master.address}:{mon.prometheus_port}"
+        self.register_outputs({"address": self.address, "image_ref": self.image_ref})

@@ -1,0 +1,300 @@
+"""Pure renderers of the monitoring stack: Prometheus' configuration, its alert rules
+and the command lines of Prometheus and the node exporters. No Pulumi, no I/O:
+golden files and `promtool test rules` test them (tests/unit/infra/test_prometheus.py).
+
+Discovery is Swarm's DNS on the overlay: `tasks.<service>` resolves to the address
+of every running task of a `dnsrr` service, so Prometheus (a task on the same
+overlay) finds each training task and node exporter without the Docker API. A
+training task runs `ranks_per_node` ranks, each serving on base port + local rank,
+so there is one DNS lookup per local rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from infra import render
+from infra.config import StackConfig, duration_seconds
+
+PROMETHEUS_SERVICE = "ds-prometheus"
+NODE_EXPORTER_SERVICE = "ds-node-exporter"
+# Jobs, as alert rules and dashboards select them.
+TRAIN_JOB, NODE_JOB, PROMETHEUS_JOB = "dss-train", "dss-node", "prometheus"
+# Inside the monitoring containers (monitoring/Dockerfile).
+PROMETHEUS_PORT = 9090
+CONFIG_DIR = "/etc/dss-prometheus"
+CONFIG_FILE = f"{CONFIG_DIR}/prometheus.yml"
+RULES_FILE = f"{CONFIG_DIR}/alerts.yml"
+DATA_DIR = "/prometheus"
+# The node exporter reads the host's /proc, /sys and / here (bind mounts, read-only).
+HOST_ROOT = "/host"
+# How far back the stall rule still knows a rank's last step after its target stopped
+# answering (its series went stale); longer than any stall window.
+STEP_MEMORY_S = 3600
+# No secret and nothing per-user here: the monitoring containers run as nobody.
+MONITORING_UID = "65534"
+
+
+def seconds(n: int) -> str:
+    """A Prometheus duration in seconds (`90s`)."""
+    return f"{n}s"
+
+
+def scrape_timeout(cfg: StackConfig) -> str:
+    """A scrape may take the interval less a second, at most 10 s (Prometheus' default)."""
+    return seconds(max(1, min(10, cfg.monitoring.scrape_seconds - 1)))
+
+
+def train_targets(cfg: StackConfig) -> list[str]:
+    """The DNS names of the training tasks."""
+    services = [render.MASTER_SERVICE] + ([render.WORKER_SERVICE] if cfg.workers else [])
+    return [f"tasks.{s}" for s in services]
+
+
+def scrape_configs(cfg: StackConfig) -> list[dict[str, Any]]:
+    """Training ranks, node exporters, Prometheus itself."""
+    mon = cfg.monitoring
+    refresh = mon.scrape_interval
+    train = {
+        "job_name": TRAIN_JOB,
+        # The ranks' own `run` label wins over the target's; `up` gets the target's.
+        "honor_labels": True,
+        "dns_sd_configs": [
+            {
+                "names": train_targets(cfg),
+                "type": "A",
+                "port": mon.rank_metrics_port + local_rank,
+                "refresh_interval": refresh,
+            }
+            for local_rank in range(cfg.training.ranks_per_node)
+        ],
+        # `up` of a rank's target carries its run, so an alert can ask whether the
+        # other ranks of the run still answer.
+        "relabel_configs": [{"target_label": "run", "replacement": cfg.training.run_name}],
+    }
+    node = {
+        "job_name": NODE_JOB,
+        "dns_sd_configs": [
+            {
+                "names": [f"tasks.{NODE_EXPORTER_SERVICE}"],
+                "type": "A",
+                "port": mon.node_exporter_port,
+                "refresh_interval": refresh,
+            }
+        ],
+    }
+    itself = {
+        "job_name": PROMETHEUS_JOB,
+        "static_configs": [{"targets": [f"localhost:{PROMETHEUS_PORT}"]}],
+    }
+    return [train, node, itself]
+
+
+def prometheus_config(cfg: StackConfig) -> str:
+    """prometheus.yml (delivered as a Swarm config, see infra/monitoring.py)."""
+    mon = cfg.monitoring
+    doc = {
+        "global": {
+            "scrape_interval": mon.scrape_interval,
+            "scrape_timeout": scrape_timeout(cfg),
+            "evaluation_interval": mon.evaluation_interval,
+        },
+        "rule_files": [RULES_FILE],
+        "scrape_configs": scrape_configs(cfg),
+    }
+    return _HEADER + _dump(doc)
+
+
+def _train(metric: str) -> str:
+    return f'{metric}{{job="{TRAIN_JOB}"}}'
+
+
+def stall_expr(window: str, recent: str, memory: str) -> str:
+    """A rank whose step has not advanced within `window`, while another rank of its run
+    advanced within `recent` (it lags), or while it no longer answers and another rank
+    of the run does (its process is stopped or hung: in synchronous training the others
+    then wait in a collective, alive but not advancing). `memory` keeps a rank's last
+    step known after its series went stale. Never for a run whose ranks all finished or
+    all stopped answering."""
+    step = _train("dss_train_step")
+    return f"""(
+  last_over_time({step}[{memory}])
+  unless on (run, rank) (changes({step}[{window}]) > 0)
+)
+and on (run, rank)
+(
+  (
+    (last_over_time({step}[{memory}]) unless on (run, rank) {step})
+    and on (run) {step}
+  )
+  or
+  (
+    last_over_time({step}[{memory}])
+    and on (run) (max by (run) (changes({step}[{recent}])) > 0)
+  )
+)
+"""
+
+
+def slow_expr(window: str, factor: float) -> str:
+    """A rank whose own compute time per step exceeds its run's median by `factor`."""
+    per_step = (
+        f"rate({_train('dss_train_compute_seconds_total')}[{window}])\n"
+        f"  / rate({_train('dss_train_steps_total')}[{window}])"
+    )
+    return f"""(
+  {per_step}
+)
+> on (run) group_left ()
+(
+  quantile by (run) (0.5,
+    {per_step.replace(chr(10), chr(10) + "  ")}
+  ) * {factor:g}
+)
+"""
+
+
+def alert_rules(cfg: StackConfig) -> str:
+    """The alert rules file: stalled rank, slow rank, GPU memory, overdue checkpoint,
+    target down. Windows are counted in scrape intervals (monitoring.alerts)."""
+    mon, a = cfg.monitoring, cfg.monitoring.alerts
+    scrape = mon.scrape_seconds
+    window = seconds(mon.stall_window_seconds)
+    recent = seconds((a.stall_intervals - 2) * scrape)
+    memory = seconds(max(STEP_MEMORY_S, 2 * mon.stall_window_seconds))
+
+    max_age = duration_seconds(a.checkpoint_max_age)
+    labels = ["run", "rank", "node"]
+    who = " ".join(f"{k} {{{{ $labels.{k} }}}}" for k in labels)
+    rules = [
+        {
+            "alert": "DssRankStalled",
+            "expr": stall_expr(window, recent, memory),
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": f"Training rank stalled: {who}",
+                "description": (
+                    f"The step of this rank has not advanced for {window} "
+                    f"({a.stall_intervals} scrape intervals) while another rank of the run "
+                    "advanced or still answers: its process is stopped, hung or gone. "
+                    "Last step {{ $value }}."
+                ),
+            },
+        },
+        {
+            "alert": "DssRankSlow",
+            "expr": slow_expr(window, a.slow_rank_factor),
+            "for": window,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": f"Training rank slower than its run: {who}",
+                "description": (
+                    "Its own compute time per step ({{ $value | humanizeDuration }}, batch "
+                    f"and forward pass over {window}) is more than {a.slow_rank_factor:g} "
+                    "times the median of the run's ranks; every rank waits for it."
+                ),
+            },
+        },
+        {
+            "alert": "DssGpuMemoryHigh",
+            "expr": (
+                f"{_train('dss_gpu_memory_used_bytes')}\n"
+                f"  / {_train('dss_gpu_memory_total_bytes')}\n"
+                f"> {a.gpu_memory_ratio:g}\n"
+            ),
+            "for": window,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": f"GPU memory above {a.gpu_memory_ratio:.0%}: {who}",
+                "description": (
+                    "GPU {{ $labels.gpu_uuid }} has {{ $value | humanizePercentage }} of its "
+                    "memory in use: the next larger batch or activation may run out."
+                ),
+            },
+        },
+        {
+            "alert": "DssCheckpointOverdue",
+            "expr": (
+                "time() - max by (run) ({__name__=~"
+                '"dss_train_last_checkpoint_timestamp_seconds|dss_train_start_timestamp_seconds"'
+                f', job="{TRAIN_JOB}"}})\n> {max_age}\n'
+            ),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "No checkpoint of run {{ $labels.run }} for too long",
+                "description": (
+                    "The newest complete checkpoint (or the start of training) is "
+                    "{{ $value | humanizeDuration }} old; expected at most "
+                    f"{a.checkpoint_max_age}. A failure now loses that much training."
+                ),
+            },
+        },
+        {
+            "alert": "DssTargetDown",
+            "expr": (
+                f'up{{job!="{TRAIN_JOB}"}} == 0\nor\n(\n'
+                f'  up{{job="{TRAIN_JOB}"}} == 0\n'
+                f'  and on (run) (max by (run) (up{{job="{TRAIN_JOB}"}}) == 1)\n)\n'
+            ),
+            "for": window,
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "Target down: {{ $labels.job }} {{ $labels.instance }}",
+                "description": (
+                    f"Prometheus could not scrape it for {window}. A training rank counts "
+                    "only while another rank of its run answers (a finished or stopped run "
+                    "is not down)."
+                ),
+            },
+        },
+    ]
+    return _HEADER + _dump({"groups": [{"name": "deepspeed-swarm", "rules": rules}]})
+
+
+def prometheus_args(cfg: StackConfig) -> list[str]:
+    """Prometheus' command line in its task."""
+    mon = cfg.monitoring
+    return [
+        "/usr/bin/prometheus",
+        f"--config.file={CONFIG_FILE}",
+        f"--storage.tsdb.path={DATA_DIR}",
+        f"--storage.tsdb.retention.time={mon.retention}",
+        f"--web.listen-address=:{PROMETHEUS_PORT}",
+    ]
+
+
+def node_exporter_args(cfg: StackConfig) -> list[str]:
+    """The node exporter's command line: the host's /proc, /sys and / under HOST_ROOT."""
+    return [
+        "/usr/bin/prometheus-node-exporter",
+        f"--web.listen-address=:{cfg.monitoring.node_exporter_port}",
+        f"--path.procfs={HOST_ROOT}/proc",
+        f"--path.sysfs={HOST_ROOT}/sys",
+        f"--path.rootfs={HOST_ROOT}/root",
+        # Mount points as the host sees them (under --path.rootfs): skip the pseudo
+        # file systems and Docker's own layers, which are not the host's disks.
+        "--collector.filesystem.mount-points-exclude=^/(dev|proc|run|sys|var/lib/docker)($|/)",
+        # Debian enables it; there is no D-Bus in the container.
+        "--no-collector.systemd",
+    ]
+
+
+_HEADER = "# Rendered by infra/prometheus.py from the stack config; do not edit.\n"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for multi-line strings (PromQL), insertion order kept."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _dump(doc: Any) -> str:
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1000)

@@ -1,0 +1,210 @@
+"""Monitoring with the real engine on the lab (issue 12): the dev stack with
+`monitoring.enabled`, short scrape and alert windows. Tests run in file order against
+one deployed stack: every target up, one loss series per rank, a no-op stays a no-op,
+and a rank whose process is stopped (SIGSTOP inside its task, the task itself left
+alone) fires DssRankStalled for that rank only, within the stall window."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from typing import Any
+
+import pytest
+
+from tests.engine.conftest import ROOT, Stack, dev_config, docker_host
+
+pytestmark = pytest.mark.engine
+
+RUN = "monitored"
+SECRET = "wandb-monitoring-3b9d2a"
+SCRAPE_S = 5
+STALL_INTERVALS = 4
+# The stall window, and the most the alert may take after it: a scrape that times out,
+# a rule evaluation, one more of each for jitter.
+WINDOW_S = SCRAPE_S * STALL_INTERVALS
+ALERT_WITHIN_S = WINDOW_S + 4 * SCRAPE_S + 30
+MONITORING = {
+    "enabled": True,
+    "scrape_interval": f"{SCRAPE_S}s",
+    "evaluation_interval": f"{SCRAPE_S}s",
+    "alerts": {"stall_intervals": STALL_INTERVALS},
+}
+
+
+@pytest.fixture(scope="module")
+def images() -> None:
+    """The bases the program builds on: the training image's (and its wheelhouse, which
+    now holds prometheus-client) and the monitoring base (debootstrap of Debian's
+    Prometheus; ~5 min the first time, then cached by content)."""
+    for script in ("images/prepare", "monitoring/build-base"):
+        proc = subprocess.run(
+            [str(ROOT / script)], cwd=ROOT, capture_output=True, text=True, timeout=1800
+        )
+        assert proc.returncode == 0, f"{script} failed:\n{proc.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def deployed(lab: dict[str, Any], images: None, make_stack: Any) -> Stack:
+    """The dev stack with monitoring on, brought up once for the module."""
+    config = dev_config(run_name=RUN, steps=20000, checkpoint_every=50)
+    config["deepspeed-swarm:monitoring"] = MONITORING
+    stack = make_stack("test-monitoring", config, {"wandb_api_key": SECRET})
+    stack.pulumi("up", "--yes", "--skip-preview")
+    return stack
+
+
+@pytest.fixture(scope="module")
+def prom(deployed: Stack) -> str:
+    """The stack output prometheusAddress."""
+    return str(deployed.outputs()["prometheusAddress"])
+
+
+def api(base: str, path: str, **params: str) -> Any:
+    """GET Prometheus' HTTP API at `base` (prometheusAddress); the `data` field."""
+    url = f"{base}/api/v1/{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+    with urllib.request.urlopen(url, timeout=10) as r:
+        body = json.loads(r.read())
+    assert body["status"] == "success", f"{url}: {body}"
+    return body["data"]
+
+
+def query(base: str, promql: str) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = api(base, "query", query=promql)["result"]
+    return result
+
+
+def wait_for(what: str, check: Any, timeout: float, interval: float = 5.0) -> Any:
+    """Poll `check()` until it returns something truthy; fail naming `what` and the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except OSError as e:  # Prometheus not answering yet
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"{what} not within {timeout:.0f}s; last: {last!r}")
+
+
+def targets_by_job(base: str) -> dict[str, list[str]]:
+    """job -> health of each active target."""
+    out: dict[str, list[str]] = {}
+    for t in api(base, "targets", state="active")["activeTargets"]:
+        out.setdefault(t["labels"]["job"], []).append(t["health"])
+    return out
+
+
+def test_prometheus_address_is_the_master(prom: str) -> None:
+    """prometheusAddress is the master host's address and the published port."""
+    assert prom == "http://10.213.0.11:9090"
+
+
+def test_every_target_is_up(prom: str) -> None:
+    """Prometheus finds both ranks, both node exporters and itself, and all answer."""
+
+    def all_up() -> dict[str, list[str]] | None:
+        jobs = targets_by_job(prom)
+        want = {"dss-train": 2, "dss-node": 2, "prometheus": 1}
+        ok = all(jobs.get(j, []).count("up") == n == len(jobs[j]) for j, n in want.items())
+        return jobs if ok else None
+
+    # The ranks serve once training joined its process group (after `up` launches it).
+    wait_for("every target up", all_up, timeout=600)
+
+
+def test_one_loss_series_per_rank(prom: str) -> None:
+    """A query for the loss returns one series per rank, labelled with run, rank and node."""
+
+    def losses() -> list[dict[str, Any]]:
+        return query(prom, f'dss_train_loss{{run="{RUN}"}}')
+
+    series = wait_for("loss series of both ranks", lambda: len(losses()) == 2 and losses(), 300)
+    ranks = sorted(s["metric"]["rank"] for s in series)
+    assert ranks == ["0", "1"], f"one loss series per rank expected: {series}"
+    assert {s["metric"]["node"] for s in series} == {"lab-h1", "lab-h2"}, series
+    assert all(s["metric"]["job"] == "dss-train" for s in series), series
+
+
+def test_node_exporters_name_their_hosts(prom: str) -> None:
+    """Each host's exporter reports the Swarm node's hostname."""
+    names = wait_for(
+        "node_uname_info of both hosts",
+        lambda: (
+            {s["metric"]["nodename"] for s in query(prom, "node_uname_info")}
+            == {"lab-h1", "lab-h2"}
+        ),
+        120,
+    )
+    assert names
+
+
+def test_no_op_with_monitoring(deployed: Stack) -> None:
+    """Right after up, preview and refresh propose nothing for the monitoring services,
+    their configs and image either (no perpetual diff)."""
+    deployed.pulumi("preview", "--expect-no-changes")
+    deployed.pulumi("refresh", "--preview-only", "--expect-no-changes")
+
+
+def test_no_alert_while_training_runs(prom: str) -> None:
+    """With every rank advancing, no training alert fires."""
+    wait_for(
+        "both ranks advancing",
+        lambda: len(query(prom, f'changes(dss_train_step{{run="{RUN}"}}[{WINDOW_S}s]) > 0')) == 2,
+        300,
+    )
+    firing = [a for a in api(prom, "alerts")["alerts"] if a["state"] == "firing"]
+    assert not firing, f"alerts firing on a healthy run: {firing}"
+
+
+def rank_pid(container: Any) -> str:
+    """The pid (in the task) of the rank process the deepspeed launcher started there:
+    `python -u train.py --local_rank=0 ...`, not the launcher itself."""
+    out = container.exec_run(["ps", "-eo", "pid=,args="], user="1000").output.decode()
+    ranks = [
+        line.split(None, 1)[0]
+        for line in out.splitlines()
+        if "train.py" in line and "--local_rank=" in line and "deepspeed.launcher" not in line
+    ]
+    assert len(ranks) == 1, f"expected one rank process in {container.name}:\n{out}"
+    return ranks[0]
+
+
+def test_stopped_rank_fires_stalled_alert(prom: str, lab: dict[str, Any]) -> None:
+    """SIGSTOP of rank 1's process inside the worker task (the task keeps running) fires
+    DssRankStalled for rank 1, and not for rank 0, within the stall window."""
+    worker = docker_host(lab, 2).containers.list(
+        filters={"label": "com.docker.swarm.service.name=ds-worker"}
+    )
+    assert len(worker) == 1, f"lab-h2: worker tasks {[c.name for c in worker]}"
+    container = worker[0]
+    pid = rank_pid(container)
+    done = container.exec_run(["kill", "-STOP", pid], user="1000")
+    stopped = time.monotonic()
+    assert done.exit_code == 0, f"kill -STOP {pid} in {container.name}: {done.output!r}"
+    try:
+
+        def stalled() -> list[dict[str, Any]]:
+            return [
+                a
+                for a in api(prom, "alerts")["alerts"]
+                if a["labels"]["alertname"] == "DssRankStalled" and a["state"] == "firing"
+            ]
+
+        alerts = wait_for("DssRankStalled firing", stalled, ALERT_WITHIN_S, interval=2)
+        took = time.monotonic() - stopped
+        assert [a["labels"]["rank"] for a in alerts] == ["1"], f"stalled alerts: {alerts}"
+        assert alerts[0]["labels"]["node"] == "lab-h2", alerts
+        # Not at once. But not a full window either: the rank's last step is seen up to a
+        # scrape before the stop, and changes() needs two samples in the window.
+        assert took >= WINDOW_S - 3 * SCRAPE_S, f"fired after {took:.0f}s, before its window"
+        container.reload()
+        assert container.status == "running", "the worker task itself must keep running"
+    finally:
+        container.exec_run(["kill", "-CONT", pid], user="1000")
