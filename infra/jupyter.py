@@ -17,7 +17,7 @@ import pulumi_docker as docker
 
 from infra import render
 from infra.config import DATA_MOUNT, SECRETS_DIR, StackConfig
-from infra.secrets import GeneratedToken, swarm_secret
+from infra.secrets import GeneratedToken, secret_mount, swarm_secret
 from infra.services import PLATFORMS
 
 SERVICE_NAME = "ds-jupyter"
@@ -77,16 +77,7 @@ class JupyterLab(pulumi.ComponentResource):
                             read_only=False,
                         )
                     ],
-                    secrets=[
-                        docker.ServiceTaskSpecContainerSpecSecretArgs(
-                            secret_id=secret.id,
-                            secret_name=secret.name,
-                            file_name=TOKEN_FILE,
-                            file_uid=render.TRAIN_UID,
-                            file_gid=render.TRAIN_UID,
-                            file_mode=0o400,
-                        )
-                    ],
+                    secrets=[secret_mount(TOKEN_FILE, secret)],
                     # The image's healthcheck probes sshd, which this task does not run.
                     healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
                 ),

@@ -113,6 +113,20 @@ def swarm_secret(
     )
 
 
+def secret_mount(
+    file_name: str, secret: docker.Secret
+) -> docker.ServiceTaskSpecContainerSpecSecretArgs:
+    """A secret mounted at /run/secrets/<file_name>, readable by the training user only."""
+    return docker.ServiceTaskSpecContainerSpecSecretArgs(
+        secret_id=secret.id,
+        secret_name=secret.name,
+        file_name=file_name,
+        file_uid=render.TRAIN_UID,
+        file_gid=render.TRAIN_UID,
+        file_mode=0o400,
+    )
+
+
 class SshKeyPair(Resource):
     """An SSH key pair whose private half is a secret output (dynamic resource)."""
 

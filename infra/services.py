@@ -21,6 +21,7 @@ import pulumi_docker as docker
 from infra import render
 from infra.config import DATA_MOUNT, IMAGE_HOME, SHM_MOUNT, StackConfig, size_bytes
 from infra.image import PLATFORM_ARCH, PLATFORM_OS
+from infra.secrets import secret_mount
 
 
 def container_spec(
@@ -54,18 +55,7 @@ def container_spec(
         image=image_ref,
         env=render.env_list(render.training_env(cfg)),
         mounts=mounts,
-        secrets=[
-            docker.ServiceTaskSpecContainerSpecSecretArgs(
-                secret_id=s.id,
-                secret_name=s.name,
-                file_name=file_name,
-                # Readable by the training user only.
-                file_uid=render.TRAIN_UID,
-                file_gid=render.TRAIN_UID,
-                file_mode=0o400,
-            )
-            for file_name, s in secrets.items()
-        ],
+        secrets=[secret_mount(file_name, s) for file_name, s in secrets.items()],
         healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
             tests=["CMD", f"{IMAGE_HOME}/healthcheck.sh"],
             interval=render.docker_duration("10s"),
