@@ -145,23 +145,27 @@ def standby_spec(image_ref: pulumi.Input[str]) -> docker.ServiceTaskSpecArgs:
 
 
 def spec_digest(cfg: StackConfig, *inputs: pulumi.Input[str]) -> pulumi.Output[str]:
-    """A digest of everything the training tasks' specs are made from: the stack
-    config and the image, network and secret ids.
+    """A digest of what the training tasks' specs are made from: the training config,
+    the tasks' environment, the secret names, and the image, network and secret ids.
 
     Any change to a task spec makes Swarm restart every task of the service, and
     the launched training dies with them; the launch's roster takes this digest
     as an input so that such an update re-reads the tasks (and the launch, whose
-    triggers hold the task ids, starts again in the new ones). It may change
-    without a restart (a config key no task uses): the roster then re-reads the
-    same tasks and nothing relaunches. Taken from the program's inputs, never from
-    what Swarm reads back, so a refresh does not change it.
+    triggers hold the task ids, starts again in the new ones). Host-level changes
+    (labels, a drained host removed, a JupyterLab or Prometheus setting) are not in
+    it: in a preview a re-read roster is unknown, which shows the launch as
+    restarting when it will not. It may still change without a restart (a training
+    key no task uses): the roster then re-reads the same tasks and nothing
+    relaunches. Taken from the program's inputs, never from what Swarm reads back,
+    so a refresh does not change it.
     """
-    data = cfg.model_dump(mode="json", exclude={"monitoring"})
-    if cfg.monitoring.enabled:
-        # Of monitoring, the tasks see only their metrics port (render.training_env):
-        # Prometheus' settings and thresholds never re-read the tasks. Off, it is not
-        # in the digest at all (the same digest as before monitoring existed).
-        data["monitoring"] = {"rank_metrics_port": cfg.monitoring.rank_metrics_port}
+    data = {
+        "training": cfg.training.model_dump(mode="json"),
+        # The environment carries what tasks see of hosts (RDMA devices) and of
+        # monitoring (their metrics port).
+        "env": render.training_env(cfg),
+        "secret_names": cfg.secret_names,
+    }
     static = json.dumps(data, sort_keys=True)
 
     def digest(values: list[Any]) -> str:

@@ -212,6 +212,24 @@ def test_task_spec_digest_follows_the_spec(
     assert digests[1] != digests[2], "the digest ignores the task spec"
 
 
+def test_task_spec_digest_ignores_host_level_changes(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """A node label or a drained host removed does not change the digest: the preview
+    then does not show the launch as restarting."""
+    digests = []
+    for extra in ({}, {"labels": {"rack": "r1"}}):
+        mocks.resources.clear()
+        hosts = [raw["hosts"][0], raw["hosts"][1], {**raw["hosts"][2], **extra}]
+        run_program({**raw, "hosts": hosts}, tmp_path)
+        digests.append(mocks.named("unit-launch-roster").inputs["task_spec_digest"])
+    mocks.resources.clear()
+    drained = {**raw, "hosts": [*raw["hosts"], {**host(4), "availability": "drain"}]}
+    run_program(drained, tmp_path)
+    digests.append(mocks.named("unit-launch-roster").inputs["task_spec_digest"])
+    assert len(set(digests)) == 1, f"host-level changes changed the digest: {digests}"
+
+
 def test_facts_expect_config(dev_graph: Mocks) -> None:
     """Each host's facts resource expects the configured GPUs and NIC MTU."""
     facts = [r for r in dev_graph.by_type(DYNAMIC) if "expected" in r.inputs]
