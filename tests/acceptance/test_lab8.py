@@ -582,7 +582,10 @@ def test_broken_config_touches_nothing(stack: Stack, report: dict[str, str]) -> 
 def task_logs(service: str) -> str:
     """Every task log of a service Swarm still has. `docker service logs` exits 1 when
     a node that ran one of its tasks has left (a host removed); what it got counts."""
-    out = docker(1, "service", "logs", "--raw", service, check=False)
+    argv = ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", "service", "logs", "--raw",
+            service]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout + proc.stderr  # the tasks' stdout and stderr
     assert "[entrypoint]" in out, f"{service}: no task logs read ({out[-500:]!r})"
     return out
 
