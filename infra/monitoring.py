@@ -137,8 +137,13 @@ class Monitoring(pulumi.ComponentResource):
             swarm_config("config", prometheus.prometheus_config(cfg), prometheus.CONFIG_FILE),
             swarm_config("rules", prometheus.alert_rules(cfg), prometheus.RULES_FILE),
         ]
+        # All four fields: the provider sends the ones left out as zeros and reads
+        # them back ("0s"), so a partial policy is a perpetual `taskSpec` diff.
         restart = docker.ServiceTaskSpecRestartPolicyArgs(
-            condition="any", delay=render.docker_duration("10s")
+            condition="any",
+            delay=render.docker_duration("10s"),
+            max_attempts=0,
+            window=render.docker_duration("0s"),
         )
         networks = [docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)]
         self.prometheus = docker.Service(
