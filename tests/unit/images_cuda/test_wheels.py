@@ -140,3 +140,12 @@ def test_cuda_bases_leave_out_debian_torch() -> None:
         listed = (ROOT / "images-cuda" / name).read_text()
         packages = {line.split("#")[0].strip() for line in listed.splitlines()}
         assert not packages & {"python3-torch", "libtorch-dev"}, name
+
+
+def test_committed_lock_agrees_with_the_jupyter_closure() -> None:
+    """A package in both the CUDA lock and images/requirements-jupyter.txt has one version
+    (the image's build stage installs the closure --no-deps over the locked venv)."""
+    locked = {p.name: p.version for p in wheels.parse_lock(wheels.LOCK.read_text())}
+    closure = (ROOT / "images" / "requirements-jupyter.txt").read_text()
+    pins = {wheels.normalize(n): v for n, v in re.findall(r"^([\w.-]+)==(\S+)", closure, re.M)}
+    assert {n: (v, locked[n]) for n, v in pins.items() if n in locked and locked[n] != v} == {}
