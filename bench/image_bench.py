@@ -184,6 +184,7 @@ def cuda_rows(image: str, compressed: bool) -> list[tuple[str, str, str]]:
         t0 = time.perf_counter()
         sh(build_cuda, env=os.environ | {"DSS_IMAGE": tag, "DSS_IMAGES": str(ctx)})
         rebuild_s = time.perf_counter() - t0
+        first = image_id(tag)
         one_line_change(ctx)
         env = os.environ | {"DOCKER_BUILDKIT": "1" if builder == "BuildKit" else "0"}
         t0 = time.perf_counter()
@@ -191,7 +192,7 @@ def cuda_rows(image: str, compressed: bool) -> list[tuple[str, str, str]]:
            f"BASE_IMAGE={base}", "--build-arg", f"BUILD_IMAGE={venv}", "--build-arg",
            "DS_ACCELERATOR=cuda", "-t", tag, str(ctx), env=env)  # fmt: skip
         docker_rebuild_s = time.perf_counter() - t0
-        sh("docker", "rmi", "-f", tag, check=False)
+        sh("docker", "rmi", "-f", tag, *filter(None, [first]), check=False)
 
     import_s, versions = in_image(image, VERSIONS)
     rows += [
@@ -239,6 +240,7 @@ def main() -> None:
             f.write(f"# bench {uuid.uuid4().hex}\n")
         tag = f"dss-train:bench-{uuid.uuid4().hex[:8]}"
         rebuild_s, _ = build(ctx, tag)
+        first = image_id(tag)
         t0 = time.perf_counter()
         with (ctx / "train.py").open("a") as f:
             f.write(f"# bench {uuid.uuid4().hex}\n")
@@ -247,7 +249,8 @@ def main() -> None:
            f"BASE_IMAGE={bases[0]}", "--build-arg", f"BUILD_IMAGE={bases[1]}", "-t", tag,
            str(ctx), env=env)
         docker_rebuild_s = time.perf_counter() - t0
-        sh("docker", "rmi", "-f", tag, check=False)
+        # Both builds' images: the second took the tag from the first.
+        sh("docker", "rmi", "-f", tag, *filter(None, [first]), check=False)
 
     rows = [
         ("CPU image size (`docker image inspect .Size`)", f"{size_mb(a.image):.0f} MB", a.image),
