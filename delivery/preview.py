@@ -18,17 +18,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infra.layout import (
+    COMMAND_TYPE,
+    CONFIG_TYPE,
+    DYNAMIC_TYPE,
+    IMAGE_TYPE,
+    NETWORK_TYPE,
+    SECRET_TYPE,
+    SERVICE_TYPE,
+    STACK_TYPE,
+)
+
 PROJECT_PREFIX = "deepspeed-swarm:"
-STACK_TYPE = "pulumi:pulumi:Stack"
 ROOT_COMPONENT = "(stack)"
 
-SERVICE = "docker:index/service:Service"
-NETWORK = "docker:index/network:Network"
-SECRET = "docker:index/secret:Secret"
-IMAGE = "docker:index/image:Image"
-COMMAND = "command:remote:Command"
-DYNAMIC = "pulumi-python:dynamic:Resource"
-CONFIG = "docker:index/serviceConfig:ServiceConfig"
+SERVICE = SERVICE_TYPE
+NETWORK = NETWORK_TYPE
+SECRET = SECRET_TYPE
+IMAGE = IMAGE_TYPE
+COMMAND = COMMAND_TYPE
+DYNAMIC = DYNAMIC_TYPE
+CONFIG = CONFIG_TYPE
 # Prometheus and the node exporters (infra/monitoring.py): their own services, image
 # and configs; nothing in it is part of a training task.
 MONITORING_COMPONENT = "deepspeed-swarm:monitoring:Monitoring"

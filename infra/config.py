@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-PROJECT = "deepspeed-swarm"
+from infra.layout import DATA_MOUNT, DEFAULT_SCRIPT, IMAGE_HOME, PROJECT, SECRETS_DIR, SHM_MOUNT
 
 # The MTU range a Linux NIC and Docker's overlay driver accept; 9216 is the
 # largest jumbo frame common switches carry.
@@ -51,17 +51,12 @@ CONFIG_KEYS = (
 
 # Where the stack itself mounts into every task (infra/services.py) and where the
 # image keeps its code (images/Dockerfile); a dataset mount must stay clear of them.
-DATA_MOUNT = "/data"
-SHM_MOUNT = "/dev/shm"
-SECRETS_DIR = "/run/secrets"
-IMAGE_HOME = "/opt/dss"
 RESERVED_TARGETS = {
     DATA_MOUNT: "training.data_dir",
     SHM_MOUNT: "training.shm_size",
     SECRETS_DIR: "secrets",
     IMAGE_HOME: "the image home",
 }
-DEFAULT_SCRIPT = f"{IMAGE_HOME}/train.py"
 # Set per rank by deepspeed's launcher, torchrun or torch.distributed: a stack-wide
 # value would give every rank the same rank.
 LAUNCHER_ENV = (

@@ -22,6 +22,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 from infra.config import Host, StackConfig
 from infra.dynamic import BoundaryProvider, diff_keys
 from infra.hostops import HostError, ssh_run
+from infra.layout import SWARM_RESOURCE_ENV
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
 FACTS_SCRIPT = r"""set -u
@@ -38,7 +39,7 @@ echo "swarm_resource=$(sed -n 's/^swarm-resource *= *"\(.*\)"/\1/p' \
 """
 # What the NVIDIA container runtime must read a task's GPUs from: Swarm puts the
 # assigned generic resources in this variable; without it every task sees every GPU.
-SWARM_RESOURCE = "DOCKER_RESOURCE_NVIDIA-GPU"
+SWARM_RESOURCE = SWARM_RESOURCE_ENV
 
 
 def parse_facts(text: str) -> dict[str, Any]:

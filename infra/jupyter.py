@@ -16,11 +16,12 @@ import pulumi
 import pulumi_docker as docker
 
 from infra import render
-from infra.config import DATA_MOUNT, SECRETS_DIR, StackConfig
+from infra.config import StackConfig
+from infra.layout import DATA_MOUNT, JUPYTER_SERVICE, SECRETS_DIR
 from infra.secrets import GeneratedToken, secret_mount, swarm_secret
 from infra.services import PLATFORMS
 
-SERVICE_NAME = "ds-jupyter"
+SERVICE_NAME = JUPYTER_SERVICE
 TOKEN_FILE = "jupyter_token"
 CONTAINER_PORT = 8888
 # The token is read from the secret file at start (jupyter_server takes JUPYTER_TOKEN),

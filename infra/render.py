@@ -12,27 +12,36 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from infra.config import (
+from infra.config import Host, StackConfig, Training, duration_seconds
+from infra.layout import (
     DATA_MOUNT,
+    GPU_RESOURCE,
     IMAGE_HOME,
+    LAUNCH_DIR,
+    MASTER_SERVICE,
     SECRETS_DIR,
-    Host,
-    StackConfig,
-    Training,
-    duration_seconds,
+    SSH_PRIVATE_KEY_FILE,
+    SSH_PUBLIC_KEY_FILE,
+    STANDBY_SERVICE,
+    TRAIN_UID,
+    WARMUP_SERVICE,
+    WORKER_SERVICE,
 )
 
-# Launch files live on the shared /data: pdsh starts ranks on the workers, whose
-# train.py checks its world size against the same hostfile.
-LAUNCH_DIR = f"{DATA_MOUNT}/.dss"
-SSH_PRIVATE_KEY_FILE = "ssh_private_key"
-SSH_PUBLIC_KEY_FILE = "ssh_public_key"
-TRAIN_UID = "1000"
-MASTER_SERVICE = "ds-master"
-WORKER_SERVICE = "ds-worker"
-WARMUP_SERVICE = "ds-net-warmup"
-STANDBY_SERVICE = "ds-standby"
-GPU_RESOURCE = "NVIDIA-GPU"
+__all__ = [
+    "DATA_MOUNT",
+    "GPU_RESOURCE",
+    "IMAGE_HOME",
+    "LAUNCH_DIR",
+    "MASTER_SERVICE",
+    "SECRETS_DIR",
+    "SSH_PRIVATE_KEY_FILE",
+    "SSH_PUBLIC_KEY_FILE",
+    "STANDBY_SERVICE",
+    "TRAIN_UID",
+    "WARMUP_SERVICE",
+    "WORKER_SERVICE",
+]
 
 
 class RosterEntry(TypedDict):

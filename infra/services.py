@@ -19,8 +19,9 @@ import pulumi
 import pulumi_docker as docker
 
 from infra import render
-from infra.config import DATA_MOUNT, IMAGE_HOME, SHM_MOUNT, StackConfig, size_bytes
+from infra.config import StackConfig, size_bytes
 from infra.image import PLATFORM_ARCH, PLATFORM_OS
+from infra.layout import DATA_MOUNT, IMAGE_HOME, SHM_MOUNT
 from infra.secrets import secret_mount
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.layout import GPU_RESOURCE
+
 DEFAULT_ROOT = "/var/lib/dss-lab"
 BRIDGE = "dsslab0"
 SUBNET_PREFIX = "10.213.0"
@@ -26,7 +28,6 @@ NETNS_PREFIX = "dsslab-h"
 CGROUP_PREFIX = "dsslab-"
 REGISTRY_CGROUP = "dsslab-registry"
 IPTABLES_COMMENT = "dsslab"
-GPU_RESOURCE = "NVIDIA-GPU"
 MAX_HOSTS = 200
 # Fixed namespace for the fake GPU UUIDs: same host index + GPU index -> same UUID, always.
 GPU_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "gpu.dsslab.deepspeed-swarm")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from infra import layout
 from lab import config as c
 from lab import sysops as s
 
@@ -45,7 +46,8 @@ def _host_live(lab: c.LabPaths, i: int) -> dict[str, Any]:
             "declared_gpus": [
                 r["NamedResourceSpec"]["Value"]
                 for r in (info.get("GenericResources") or [])
-                if "NamedResourceSpec" in r and r["NamedResourceSpec"]["Kind"] == c.GPU_RESOURCE
+                if "NamedResourceSpec" in r
+                and r["NamedResourceSpec"]["Kind"] == layout.GPU_RESOURCE
             ],
         }
     )

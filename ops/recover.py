@@ -44,11 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.hostops import docker_client, node_hostname
+from infra.layout import CONFIG_TYPE, NETWORK_TYPE, SECRET_TYPE, SERVICE_TYPE
 
-SERVICE = "docker:index/service:Service"
-NETWORK = "docker:index/network:Network"
-SECRET = "docker:index/secret:Secret"
-CONFIG = "docker:index/serviceConfig:ServiceConfig"
+SERVICE = SERVICE_TYPE
+NETWORK = NETWORK_TYPE
+SECRET = SECRET_TYPE
+CONFIG = CONFIG_TYPE
 #: Objects whose half-done create is undone on the hosts (the others are adopted), in
 #: the order they are removed: services first, then what they use.
 REMOVABLE = (SERVICE, NETWORK, SECRET, CONFIG)

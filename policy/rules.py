@@ -26,13 +26,12 @@ from pulumi_policy import (
 )
 
 from infra.dynamic import normalize
+from infra.layout import GPU_RESOURCE, GPU_ROLES, IMAGE_TYPE, NETWORK_TYPE, SERVICE_TYPE
 
-SERVICE = "docker:index/service:Service"
-NETWORK = "docker:index/network:Network"
-IMAGE = "docker:index/image:Image"
+SERVICE = SERVICE_TYPE
+NETWORK = NETWORK_TYPE
+IMAGE = IMAGE_TYPE
 MTU_OPTION = "com.docker.network.driver.mtu"
-GPU_RESOURCE = "NVIDIA-GPU"
-GPU_ROLES = ("master", "worker")
 ROOT_USERS = ("root", "0")
 
 # Names whose literal value is a credential; a file path under /run/secrets is fine.

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from infra import layout
 from lab import config as c
 from tests.lab.conftest import Lab, overlay_9000, pinned_service, wait_for
 
@@ -49,7 +50,7 @@ def test_gpu_generic_resources_declared_per_node(lab: Lab) -> None:
         got = sorted(
             r["NamedResourceSpec"]["Value"]
             for r in res
-            if r.get("NamedResourceSpec", {}).get("Kind") == c.GPU_RESOURCE
+            if r.get("NamedResourceSpec", {}).get("Kind") == layout.GPU_RESOURCE
         )
         assert got == sorted(c.gpu_uuids(i, lab.gpus)), f"{name} declares GPUs {got}"
 
@@ -68,7 +69,7 @@ def test_gpu_reservation_over_capacity_stays_pending(lab: Lab) -> None:
             "--endpoint-mode",
             "dnsrr",
             "--generic-resource",
-            f"{c.GPU_RESOURCE}={n}",
+            f"{layout.GPU_RESOURCE}={n}",
             lab.image,
             "sleep",
             "3600",
@@ -115,7 +116,7 @@ def _assigned_gpus(lab: Lab, service: str) -> tuple[str, list[str]]:
                 int(host.removeprefix("lab-h")), "inspect", "--format", "{{json .Config.Env}}", cid
             ).stdout
         )
-        key = f"DOCKER_RESOURCE_{c.GPU_RESOURCE}="
+        key = f"DOCKER_RESOURCE_{layout.GPU_RESOURCE}="
         for e in env:
             if e.startswith(key):
                 return host, e.removeprefix(key).split(",")

@@ -1,0 +1,70 @@
+"""The container contract: what the program, the lab, the policy pack, the PR comment
+and the ops scripts agree on about a training task and the swarm it runs in.
+
+Paths inside the tasks, service names, node and object labels, the GPU resource kind,
+the training user's uid and the Pulumi type tokens the program registers. Everything
+that would silently break if two places spelled it differently lives here, and only
+here; `images/Dockerfile` states the image-side half (IMAGE_HOME, the uid) and
+`tests/unit/infra/test_layout.py` holds the two equal.
+"""
+
+from __future__ import annotations
+
+PROJECT = "deepspeed-swarm"
+
+# --- Paths inside every training task ------------------------------------------------
+# The shared data dir (bind of training.data_dir), the sized tmpfs, where Swarm puts
+# secrets, and where the image keeps its code (images/Dockerfile).
+DATA_MOUNT = "/data"
+SHM_MOUNT = "/dev/shm"
+SECRETS_DIR = "/run/secrets"
+IMAGE_HOME = "/opt/dss"
+DEFAULT_SCRIPT = f"{IMAGE_HOME}/train.py"
+# Launch files live on the shared /data: pdsh starts ranks on the workers, whose
+# train.py checks its world size against the same hostfile.
+LAUNCH_DIR = f"{DATA_MOUNT}/.dss"
+SSH_PRIVATE_KEY_FILE = "ssh_private_key"
+SSH_PUBLIC_KEY_FILE = "ssh_public_key"
+# The image's unprivileged training user (images/Dockerfile `useradd -u`).
+TRAIN_UID = "1000"
+
+# --- Swarm service names -------------------------------------------------------------
+MASTER_SERVICE = "ds-master"
+WORKER_SERVICE = "ds-worker"
+WARMUP_SERVICE = "ds-net-warmup"
+STANDBY_SERVICE = "ds-standby"
+JUPYTER_SERVICE = "ds-jupyter"
+TRAINING_SERVICES = (MASTER_SERVICE, WORKER_SERVICE)
+
+# --- Labels --------------------------------------------------------------------------
+# Node labels the program owns (users' labels may not use the prefix).
+LABEL_PREFIX = "dss."
+ROLE_LABEL = "dss.role"
+GPUS_LABEL = "dss.gpus"
+GPU_MODEL_LABEL = "dss.gpu-model"
+RDMA_LABEL = "dss.rdma"
+SPARE_LABEL = "dss.spare"
+# Object labels: the file name a secret or config is mounted as; who manages a network.
+FILE_LABEL = "dss.file"
+MANAGED_BY_LABEL = "dss.managed-by"
+ROLE_MASTER = "master"
+ROLE_WORKER = "worker"
+ROLE_MONITORING = "monitoring"
+GPU_ROLES = (ROLE_MASTER, ROLE_WORKER)
+
+# --- GPUs ----------------------------------------------------------------------------
+# The Swarm generic resource kind a GPU is advertised as (dockerd
+# `node-generic-resources`), and the variable Swarm hands a task its assigned GPUs in,
+# which the NVIDIA container runtime must read (`swarm-resource` in its config.toml).
+GPU_RESOURCE = "NVIDIA-GPU"
+SWARM_RESOURCE_ENV = f"DOCKER_RESOURCE_{GPU_RESOURCE}"
+
+# --- Pulumi type tokens the program registers ----------------------------------------
+SERVICE_TYPE = "docker:index/service:Service"
+NETWORK_TYPE = "docker:index/network:Network"
+SECRET_TYPE = "docker:index/secret:Secret"
+IMAGE_TYPE = "docker:index/image:Image"
+CONFIG_TYPE = "docker:index/serviceConfig:ServiceConfig"
+COMMAND_TYPE = "command:remote:Command"
+DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+STACK_TYPE = "pulumi:pulumi:Stack"
