@@ -83,11 +83,17 @@ class Stack:
         self.config_file.write_text(stack_file_yaml(config))
 
     def pulumi(
-        self, *args: str, check: bool = True, timeout: int = 1500, record: bool = True
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: int = 1500,
+        record: bool = True,
+        cwd: Path = ROOT,
     ) -> subprocess.CompletedProcess[str]:
-        """Run `pulumi <args>` for this stack; output is kept for assertions (and, unless
-        `record` is false, in the transcript the secret-leak greps read)."""
-        argv = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--cwd", str(ROOT)]
+        """Run `pulumi <args>` for this stack on the program in `cwd` (this checkout
+        unless told); output is kept for assertions (and, unless `record` is false, in
+        the transcript the secret-leak greps read)."""
+        argv = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--cwd", str(cwd)]
         proc = subprocess.run(
             argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )

@@ -1,0 +1,143 @@
+"""The release check: a live stack deployed by the previous commit upgrades to this
+checkout's program as a no-op.
+
+The dev stack is brought up, training, by the program as it was at the commit in
+`tests/engine/upgrade_from` (extracted with `git archive`, run with the same toolchain
+and Python env). Then this checkout's program takes the same stack and state over:
+`pulumi preview --expect-no-changes` exits 0, `pulumi up --expect-no-changes` changes
+nothing and restarts no Swarm task and no training process, `refresh` (which reads
+every dynamic resource through the provider pickled in the old state) is clean, and
+`destroy` by the new program removes what the old one made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.engine.conftest import ROOT, Stack, dev_config, docker_host, logged_steps
+
+pytestmark = pytest.mark.engine
+
+RUN = "upgradetest"
+SECRET = "wandb-upgrade-3d1f-not-for-logs"
+TRAINING_SERVICES = ("ds-master", "ds-worker")
+
+
+def upgrade_from() -> str:
+    """The commit the live stack is deployed with (DSS_UPGRADE_FROM overrides the file)."""
+    pinned = [
+        line.strip()
+        for line in (ROOT / "tests" / "engine" / "upgrade_from").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    return os.environ.get("DSS_UPGRADE_FROM") or pinned[0]
+
+
+def extract(commit: str, dest: Path) -> Path:
+    """The project as it was at `commit`, in `dest` (no .git: it cannot touch this repo)."""
+    archive = dest.with_suffix(".tar")
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), commit],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, (
+        f"cannot extract the upgrade base {commit} (tests/engine/upgrade_from): "
+        f"{proc.stderr.strip()}; a shallow clone lacks it, fetch the history"
+    )
+    dest.mkdir()
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    archive.unlink()
+    # The same locked Python env when the lock is unchanged; otherwise the base's own.
+    if (dest / "uv.lock").read_bytes() == (ROOT / "uv.lock").read_bytes():
+        (dest / ".venv").symlink_to(ROOT / ".venv")
+    else:
+        subprocess.run(
+            ["uv", "sync", "--frozen", "--quiet", "--python", "3.11"], cwd=dest, check=True
+        )
+    return dest
+
+
+def running_tasks(lab: dict[str, Any]) -> dict[str, set[str]]:
+    """Running task ids per training service, as the leader lists them."""
+    api = docker_host(lab, 1).api
+    out: dict[str, set[str]] = {}
+    for service in TRAINING_SERVICES:
+        tasks = api.tasks(filters={"service": service, "desired-state": "running"})
+        out[service] = {t["ID"] for t in tasks if t["Status"]["State"] == "running"}
+    return out
+
+
+def training_processes(lab: dict[str, Any]) -> dict[str, set[str]]:
+    """Per task container, the `pid start-time` of every training process in it (the
+    launcher and its ranks): a restarted process has a new pid or start time."""
+    out: dict[str, set[str]] = {}
+    for i in (1, 2):
+        for ctr in docker_host(lab, i).containers.list():
+            service = ctr.labels.get("com.docker.swarm.service.name", "")
+            if service not in TRAINING_SERVICES:
+                continue
+            ps = ctr.exec_run(["ps", "-eo", "pid=,lstart=,args="]).output.decode()
+            out[ctr.name] = {
+                " ".join(line.split()[:6]) for line in ps.splitlines() if "train.py" in line
+            }
+    return out
+
+
+@pytest.fixture(scope="module")
+def upgraded(lab: dict[str, Any], make_stack: Any, tmp_path_factory: Any) -> Iterator[Any]:
+    """The dev stack deployed by the base commit's program, training, before the new
+    program touches it; yields (stack, tasks and processes as the base left them)."""
+    base = extract(upgrade_from(), tmp_path_factory.mktemp("upgrade") / "base")
+    config = dev_config(run_name=RUN, steps=100000, checkpoint_every=10)
+    stack: Stack = make_stack("test-upgrade", config, {"wandb_api_key": SECRET})
+    # The base program reads the same stack file (its passphrase salt and config).
+    shutil.copy(stack.config_file, base / stack.config_file.name)
+    stack.pulumi("up", "--yes", "--skip-preview", cwd=base)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and len(logged_steps(RUN)) < 3:
+        time.sleep(5)
+    assert len(logged_steps(RUN)) >= 3, "the base program's run logged no steps in 600 s"
+    before = (running_tasks(lab), training_processes(lab))
+    assert all(before[0].values()) and all(before[1].values()), f"nothing training: {before}"
+    yield stack, before
+    # The new program destroys what the old one made (make_stack's cleanup).
+
+
+def test_preview_after_upgrade_is_a_no_op(upgraded: Any) -> None:
+    """This checkout's program previews the base commit's live stack with no change."""
+    stack, _ = upgraded
+    stack.pulumi("preview", "--expect-no-changes", "--diff")
+
+
+def test_up_after_upgrade_restarts_nothing(upgraded: Any, lab: dict[str, Any]) -> None:
+    """`up` with the new program changes nothing, no Swarm task is replaced and no
+    training process restarts; training goes on."""
+    stack, (tasks, processes) = upgraded
+    step = max(logged_steps(RUN))
+    stack.pulumi("up", "--yes", "--expect-no-changes", "--skip-preview")
+    assert running_tasks(lab) == tasks, "a training task was replaced by the upgrade"
+    assert training_processes(lab) == processes, "a training process restarted"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and max(logged_steps(RUN)) <= step:
+        time.sleep(5)
+    assert max(logged_steps(RUN)) > step, f"training stopped at step {step} after the upgrade"
+
+
+def test_refresh_after_upgrade_is_clean(upgraded: Any, lab: dict[str, Any]) -> None:
+    """A refresh reads every resource of the old state (dynamic ones through the
+    provider pickled by the base commit) and finds no drift; nothing restarted."""
+    stack, (tasks, processes) = upgraded
+    stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
+    stack.pulumi("preview", "--refresh", "--expect-no-changes")
+    assert running_tasks(lab) == tasks and training_processes(lab) == processes
