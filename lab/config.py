@@ -1,4 +1,5 @@
-"""Pure functions: names, addresses and the files/argv each lab host is started with.
+"""Pure functions: the lab's names, addresses and paths (lab/hostfiles.py renders the
+files and argv each host is started with).
 
 Nothing here touches the system, so all of it is unit-tested without daemons.
 The fixed values follow docs/architecture.md ("The lab").
@@ -6,9 +7,7 @@ The fixed values follow docs/architecture.md ("The lab").
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,103 +207,6 @@ class LabPaths:
         return self.registry_dir / "registry.log"
 
 
-def daemon_config(paths: HostPaths, gpus: int) -> dict[str, Any]:
-    """daemon.json of host i: own roots, socket, fake GPUs, the lab registry."""
-    i = paths.index
-    return {
-        "hosts": [f"unix://{paths.socket}"],
-        "data-root": str(paths.data_root),
-        "exec-root": str(paths.exec_root),
-        "pidfile": str(paths.pidfile),
-        "cgroup-parent": f"/{cgroup_name(i)}",
-        "exec-opts": ["native.cgroupdriver=cgroupfs"],
-        "storage-driver": "overlay2",
-        "insecure-registries": [REGISTRY_ADDR],
-        "node-generic-resources": [f"{GPU_RESOURCE}={u}" for u in gpu_uuids(i, gpus)],
-        "labels": [f"dsslab.host={host_name(i)}", f"dsslab.gpus={gpus}"],
-        "log-driver": "json-file",
-        "log-opts": {"max-size": "10m", "max-file": "2"},
-    }
-
-
-def render_daemon_json(paths: HostPaths, gpus: int) -> str:
-    return json.dumps(daemon_config(paths, gpus), indent=2, sort_keys=True) + "\n"
-
-
-def dockerd_argv(paths: HostPaths) -> list[str]:
-    """dockerd command line: everything else is in daemon.json."""
-    return ["dockerd", "--config-file", str(paths.daemon_json)]
-
-
-def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
-    """sshd_config of host i: root with the lab key only, docker CLI aimed at the host's daemon."""
-    lines = [
-        "# written by `python -m lab up`",
-        "Port 22",
-        f"ListenAddress {host_addr(paths.index)}",
-        f"HostKey {paths.host_key}",
-        f"PidFile {paths.sshd_pid}",
-        f"AuthorizedKeysFile {lab.authorized_keys}",
-        "PermitRootLogin prohibit-password",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "PermitEmptyPasswords no",
-        "UsePAM no",
-        "StrictModes no",
-        "UseDNS no",
-        "PrintMotd no",
-        "PrintLastLog no",
-        "MaxStartups 100:30:200",
-        "MaxSessions 100",
-        "Subsystem sftp internal-sftp",
-        f"SetEnv DOCKER_HOST=unix://{paths.socket} PATH={paths.bin_dir}:{STD_PATH}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-FAKE_DRIVER_VERSION = "550.54.15"
-
-
-def render_fake_nvidia_smi(paths: HostPaths) -> str:
-    """A stand-in `nvidia-smi` answering the two queries the project makes (`-L` and
-    `--query-gpu=uuid,driver_version --format=csv,...`) from the host's GPU list, so
-    host facts (and their drift) can be read from a lab host as from a GPU server."""
-    return f"""#!/bin/sh
-# written by `python -m lab up`: a fake nvidia-smi for lab host {paths.index}
-gpus={shlex.quote(str(paths.gpu_list))}
-driver=$(cat {shlex.quote(str(paths.driver_version))})
-case "$*" in
-  *--query-gpu=uuid,driver_version*)
-    while read -r uuid; do [ -n "$uuid" ] && echo "$uuid, $driver"; done < "$gpus" ;;
-  *-L*)
-    n=0; while read -r uuid; do
-      [ -n "$uuid" ] && echo "GPU $n: Lab Fake GPU (UUID: $uuid)" && n=$((n + 1)); done < "$gpus" ;;
-  *) echo "lab nvidia-smi: only -L and --query-gpu=uuid,driver_version are faked" >&2; exit 2 ;;
-esac
-"""
-
-
-def render_ssh_client_config(lab: LabPaths, hosts: int) -> str:
-    """An ssh_config for `ssh -F`: every lab address with the lab key and known hosts."""
-    addrs = " ".join(host_addr(i) for i in range(1, hosts + 1))
-    names = " ".join(host_name(i) for i in range(1, hosts + 1))
-    out = [f"Host {addrs} {names}"]
-    out += [
-        "  User root",
-        f"  IdentityFile {lab.ssh_key}",
-        "  IdentitiesOnly yes",
-        f"  UserKnownHostsFile {lab.known_hosts}",
-        "  StrictHostKeyChecking yes",
-        "  BatchMode yes",
-        "  ConnectTimeout 10",
-    ]
-    for i in range(1, hosts + 1):
-        out += [f"Host {host_name(i)}", f"  HostName {host_addr(i)}"]
-    return "\n".join(out) + "\n"
-
-
 def ssh_opts(lab: LabPaths) -> list[str]:
     """ssh options that reach the lab hosts (e.g. for pulumi-docker's provider `ssh_opts`)."""
     return [
@@ -319,155 +221,6 @@ def ssh_opts(lab: LabPaths) -> list[str]:
         "-o",
         "BatchMode=yes",
     ]
-
-
-def render_ssh_wrapper(lab: LabPaths) -> str:
-    return f'#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(lab.ssh_config))} "$@"\n'
-
-
-def known_hosts_line(i: int, pubkey: str) -> str:
-    """known_hosts entry of host i (pubkey: the `.pub` file's text)."""
-    kind, blob = pubkey.split()[:2]
-    return f"{host_addr(i)},{host_name(i)} {kind} {blob}\n"
-
-
-def render_registry_config(storage: Path) -> str:
-    """docker-registry (distribution v2) config: plain HTTP on the bridge address."""
-    return (
-        "version: 0.1\n"
-        "log:\n"
-        "  level: warn\n"
-        "  accesslog:\n"
-        "    disabled: true\n"
-        "storage:\n"
-        "  filesystem:\n"
-        f"    rootdirectory: {storage}\n"
-        "  delete:\n"
-        "    enabled: true\n"
-        "http:\n"
-        f"  addr: {REGISTRY_ADDR}\n"
-        "  headers:\n"
-        "    X-Content-Type-Options: [nosniff]\n"
-    )
-
-
-@dataclass(frozen=True)
-class CgroupMount:
-    """One cgroup hierarchy as mounted in the root mount namespace."""
-
-    path: str  # e.g. /sys/fs/cgroup/memory
-    fstype: str  # cgroup or cgroup2
-    options: str  # e.g. "memory" or "none,name=systemd"
-
-
-_CGROUP_V1_FLAGS = {"xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"}
-_GENERIC_OPTS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec", "nsdelegate"}
-
-
-def parse_cgroup_mounts(mountinfo: str) -> list[CgroupMount]:
-    """The cgroup hierarchies under /sys/fs/cgroup, from /proc/self/mountinfo text."""
-    found: list[CgroupMount] = []
-    seen: set[str] = set()
-    for line in mountinfo.splitlines():
-        pre, sep, post = line.partition(" - ")
-        if not sep:
-            continue
-        fields, pfields = pre.split(), post.split()
-        if len(fields) < 5 or len(pfields) < 3:
-            continue
-        mountpoint, fstype = fields[4], pfields[0]
-        if fstype not in ("cgroup", "cgroup2") or not mountpoint.startswith("/sys/fs/cgroup/"):
-            continue
-        if mountpoint in seen:
-            continue
-        seen.add(mountpoint)
-        opts = [o for o in pfields[2].split(",") if o not in _GENERIC_OPTS]
-        if fstype == "cgroup":
-            opts = [o for o in opts if not o.startswith("release_agent")]
-            names = [o for o in opts if o.startswith("name=")]
-            flags = [o for o in opts if o in _CGROUP_V1_FLAGS]
-            ctrls = [o for o in opts if o not in flags and o not in names]
-            options = ",".join((ctrls or ["none"]) + flags + names)
-        else:
-            options = ""
-        found.append(CgroupMount(mountpoint, fstype, options))
-    return found
-
-
-def render_host_script(
-    paths: HostPaths, cgroups: list[CgroupMount], cgroup_links: dict[str, str]
-) -> str:
-    """The shell that becomes host i, run as: nsenter --net=<netns> unshare -m -u
-    --propagation private sh <script>.
-
-    It joins the host's cgroup (so `lab down` finds every process), gives the host a
-    fresh sysfs (its own net devices; the overlay driver reads bridge attributes there)
-    and re-mounts the cgroup v1 hierarchies that mounting sysfs hides, a private /run
-    (so /var/run/docker.sock is the host's own daemon, as docker over ssh:// expects),
-    its own /etc/docker (engine key), hostname, starts sshd and becomes dockerd.
-    """
-    i = paths.index
-    q = shlex.quote
-    cg = cgroup_name(i)
-    lines = [
-        "#!/bin/sh",
-        f"# lab host {host_name(i)}: written by `python -m lab up`",
-        "set -eu",
-        "for c in /sys/fs/cgroup/*/; do",
-        f'  if [ -f "${{c}}{cg}/cgroup.procs" ]; then echo $$ > "${{c}}{cg}/cgroup.procs"; fi',
-        "done",
-        "mount --make-rprivate /",
-        f"echo {host_name(i)} > /proc/sys/kernel/hostname",
-        "mount -t sysfs -o nosuid,nodev,noexec sysfs /sys",
-        "mount -t tmpfs -o nosuid,nodev,noexec,mode=755 cgroup /sys/fs/cgroup",
-    ]
-    for m in cgroups:
-        lines.append(f"mkdir -p {q(m.path)}")
-        if m.fstype == "cgroup2":
-            lines.append(f"mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 {q(m.path)}")
-        else:
-            lines.append(f"mount -t cgroup -o nosuid,nodev,noexec,{m.options} cgroup {q(m.path)}")
-    for link, target in sorted(cgroup_links.items()):
-        lines.append(f"ln -sfn {q(target)} {q(link)}")
-    lines += [
-        "mount -t tmpfs -o nosuid,nodev,mode=755 run /run",
-        "mkdir -p /run/sshd /run/lock",
-        f"ln -s {q(str(paths.socket))} /run/docker.sock",
-        f"mount --bind {q(str(paths.etc_docker))} /etc/docker",
-        "ip link set lo up",
-        f"/usr/sbin/sshd -f {q(str(paths.sshd_config))} -E {q(str(paths.sshd_log))}",
-        "exec " + " ".join(q(a) for a in dockerd_argv(paths)),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def iptables_rules(bridge: str = BRIDGE) -> list[list[str]]:
-    """Root-netns rules the lab adds (after `iptables -I`), all tagged with the lab comment.
-
-    dockerd sets the FORWARD policy to DROP; with br_netfilter, bridged frames between lab
-    ports pass FORWARD too, so accept bridge-to-bridge traffic; drop routing off the bridge.
-    """
-    tag = ["-m", "comment", "--comment", IPTABLES_COMMENT]
-    return [
-        ["FORWARD", "-i", bridge, "-o", bridge, *tag, "-j", "ACCEPT"],
-        # Lab hosts reach only each other and the bridge address, never beyond the machine.
-        ["FORWARD", "-i", bridge, "!", "-o", bridge, *tag, "-j", "DROP"],
-        ["INPUT", "-i", bridge, *tag, "-j", "ACCEPT"],
-    ]
-
-
-def lab_rules_from_save(iptables_s: str) -> list[list[str]]:
-    """The `-D`-able specs of lab-tagged rules in `iptables -S` output (found, not remembered)."""
-    out: list[list[str]] = []
-    for line in iptables_s.splitlines():
-        parts = shlex.split(line)
-        if len(parts) < 2 or parts[0] != "-A":
-            continue
-        if "--comment" in parts:
-            k = parts.index("--comment")
-            if k + 1 < len(parts) and parts[k + 1] == IPTABLES_COMMENT:
-                out.append(parts[1:])
-    return out
 
 
 def status_dict(

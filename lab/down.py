@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from lab import config as c
+from lab import hostfiles as hf
 from lab import sysops as s
 
 
@@ -51,7 +52,7 @@ def down(root: Path) -> list[str]:
     if Path(f"/sys/class/net/{c.BRIDGE}").exists():
         s.run(["ip", "link", "del", c.BRIDGE], check=False)
     saved = s.run(["iptables", "-w", "-S"], check=False).stdout
-    for rule in c.lab_rules_from_save(saved):
+    for rule in hf.lab_rules_from_save(saved):
         p = s.run(["iptables", "-w", "-D", *rule], check=False)
         if p.returncode != 0:
             problems.append(f"iptables rule {' '.join(rule)}: {p.stderr.strip()}")

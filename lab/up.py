@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import config as c
+from lab import hostfiles as hf
 from lab import sysops as s
 from lab.sysops import LabError
 
@@ -46,14 +47,14 @@ def _ssh_keys(lab: c.LabPaths, hosts: int) -> None:
     lab.authorized_keys.write_text(pub)
     os.chmod(lab.authorized_keys, 0o600)
     lines = [
-        c.known_hosts_line(i, Path(str(lab.host(i).host_key) + ".pub").read_text())
+        hf.known_hosts_line(i, Path(str(lab.host(i).host_key) + ".pub").read_text())
         for i in range(1, hosts + 1)
     ]
     lab.known_hosts.write_text("".join(lines))
-    lab.ssh_config.write_text(c.render_ssh_client_config(lab, hosts))
+    lab.ssh_config.write_text(hf.render_ssh_client_config(lab, hosts))
     lab.ssh_bin.mkdir(exist_ok=True)
     wrapper = lab.ssh_bin / "ssh"
-    wrapper.write_text(c.render_ssh_wrapper(lab))
+    wrapper.write_text(hf.render_ssh_wrapper(lab))
     os.chmod(wrapper, 0o755)
 
 
@@ -70,7 +71,7 @@ def _bridge(mtu: int) -> None:
     s.run(["ip", "link", "set", c.BRIDGE, "mtu", str(mtu)])
     s.run(["ip", "addr", "add", f"{c.BRIDGE_ADDR}/{c.PREFIX_LEN}", "dev", c.BRIDGE])
     s.run(["ip", "link", "set", c.BRIDGE, "up"])
-    for rule in c.iptables_rules():
+    for rule in hf.iptables_rules():
         s.run(["iptables", "-w", "-I", *rule[:1], "1", *rule[1:]])
 
 
@@ -78,7 +79,7 @@ def _registry(lab: c.LabPaths) -> subprocess.Popen[bytes]:
     storage = c.registry_storage()
     storage.mkdir(parents=True, exist_ok=True)
     lab.registry_dir.mkdir(parents=True, exist_ok=True)
-    lab.registry_config.write_text(c.render_registry_config(storage))
+    lab.registry_config.write_text(hf.render_registry_config(storage))
     s.cgroup_create(c.REGISTRY_CGROUP)
     with open(lab.registry_log, "ab") as log:
         p = subprocess.Popen(
@@ -138,19 +139,19 @@ def _host_net(i: int, mtu: int) -> None:
 
 
 def _host_files(
-    lab: c.LabPaths, i: int, gpus: int, cgroups: list[c.CgroupMount], links: dict[str, str]
+    lab: c.LabPaths, i: int, gpus: int, cgroups: list[hf.CgroupMount], links: dict[str, str]
 ) -> None:
     hp = lab.host(i)
     for d in (hp.dir, hp.data_root, hp.exec_root, hp.etc_docker):
         d.mkdir(parents=True, exist_ok=True)
-    hp.daemon_json.write_text(c.render_daemon_json(hp, gpus))
-    hp.sshd_config.write_text(c.render_sshd_config(hp, lab))
-    hp.init_script.write_text(c.render_host_script(hp, cgroups, links))
+    hp.daemon_json.write_text(hf.render_daemon_json(hp, gpus))
+    hp.sshd_config.write_text(hf.render_sshd_config(hp, lab))
+    hp.init_script.write_text(hf.render_host_script(hp, cgroups, links))
     hp.bin_dir.mkdir(exist_ok=True)
     hp.gpu_list.write_text("".join(f"{u}\n" for u in c.gpu_uuids(i, gpus)))
-    hp.driver_version.write_text(c.FAKE_DRIVER_VERSION + "\n")
+    hp.driver_version.write_text(hf.FAKE_DRIVER_VERSION + "\n")
     smi = hp.bin_dir / "nvidia-smi"
-    smi.write_text(c.render_fake_nvidia_smi(hp))
+    smi.write_text(hf.render_fake_nvidia_smi(hp))
     smi.chmod(0o755)
     s.cgroup_create(c.cgroup_name(i))
 
@@ -309,7 +310,7 @@ def up(
     state = {"hosts": hosts, "gpus": gpus, "mtu": mtu, "swarm": swarm, "managers": managers}
     lab.state.write_text(json.dumps(state) + "\n")
     with open("/proc/self/mountinfo") as f:
-        cgroups = c.parse_cgroup_mounts(f.read())
+        cgroups = hf.parse_cgroup_mounts(f.read())
     links = _cgroup_links()
     for i in range(1, hosts + 1):
         _host_files(lab, i, gpus, cgroups, links)

@@ -13,6 +13,7 @@ import pytest
 
 from infra.hostfacts import HostFactsProvider, expected_facts, ssh_target
 from lab import config as c
+from lab import hostfiles as hf
 from tests.lab.conftest import Lab
 
 pytestmark = pytest.mark.lab
@@ -38,7 +39,7 @@ def test_create_reads_the_host(bare_lab: Lab, dev_cfg: Any) -> None:
     seen = outs["observed"]
     assert seen["hostname"] == "lab-h2" and seen["nic_mtu"] == 9100, seen
     assert seen["gpu_uuids"] == sorted(c.gpu_uuids(2, 2)), seen
-    assert seen["driver_version"] == c.FAKE_DRIVER_VERSION and seen["docker_version"], seen
+    assert seen["driver_version"] == hf.FAKE_DRIVER_VERSION and seen["docker_version"], seen
 
 
 def test_preflight_refuses_missing_gpus(bare_lab: Lab, dev_cfg: Any) -> None:

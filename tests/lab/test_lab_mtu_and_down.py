@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab import config as c
+from lab import hostfiles as hf
 from lab import sysops as s
 from tests.lab.conftest import Lab, df_ping, overlay_9000, pinned_service, wait_for
 
@@ -41,7 +42,7 @@ def _lab_leftovers(root: Path) -> list[str]:
     ]
     left += [f"cgroup {g}" for g in s.lab_cgroups(c.CGROUP_PREFIX)]
     rules = s.run(["iptables", "-w", "-S"]).stdout
-    left += [f"iptables {' '.join(r)}" for r in c.lab_rules_from_save(rules)]
+    left += [f"iptables {' '.join(r)}" for r in hf.lab_rules_from_save(rules)]
     for pid_dir in Path("/proc").iterdir():
         if not pid_dir.name.isdigit():
             continue

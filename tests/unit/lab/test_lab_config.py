@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab import config as c
+from lab import hostfiles as hf
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +62,7 @@ def test_gpu_uuids_prefix_is_stable() -> None:
 def test_daemon_json_has_own_roots_socket_gpus_and_registry() -> None:
     """daemon.json of h2 names its own paths, its GPUs and the insecure lab registry."""
     hp = c.LabPaths(ROOT).host(2)
-    d = json.loads(c.render_daemon_json(hp, 3))
+    d = json.loads(hf.render_daemon_json(hp, 3))
     assert d["hosts"] == ["unix:///lab-root/h2/docker.sock"]
     assert d["data-root"] == "/lab-root/h2/data"
     assert d["exec-root"] == "/lab-root/h2/exec"
@@ -75,13 +76,13 @@ def test_daemon_json_has_own_roots_socket_gpus_and_registry() -> None:
 def test_dockerd_argv_points_at_the_config_file() -> None:
     """dockerd gets only --config-file; everything else is in daemon.json."""
     hp = c.LabPaths(ROOT).host(1)
-    assert c.dockerd_argv(hp) == ["dockerd", "--config-file", "/lab-root/h1/daemon.json"]
+    assert hf.dockerd_argv(hp) == ["dockerd", "--config-file", "/lab-root/h1/daemon.json"]
 
 
 def test_sshd_config_is_key_only_root_on_host_address() -> None:
     """sshd listens on the host address, allows root by key only, no passwords or PAM."""
     lab = c.LabPaths(ROOT)
-    text = c.render_sshd_config(lab.host(4), lab)
+    text = hf.render_sshd_config(lab.host(4), lab)
     opts = dict(line.split(" ", 1) for line in text.splitlines() if line and line[0] != "#")
     assert opts["ListenAddress"] == "10.213.0.14"
     assert opts["PermitRootLogin"] == "prohibit-password"
@@ -98,7 +99,7 @@ def test_sshd_config_is_key_only_root_on_host_address() -> None:
 
 def test_ssh_client_config_covers_every_host() -> None:
     """The client config maps lab-h<i> to its address and pins the lab key and known hosts."""
-    text = c.render_ssh_client_config(c.LabPaths(ROOT), 3)
+    text = hf.render_ssh_client_config(c.LabPaths(ROOT), 3)
     assert "10.213.0.11 10.213.0.12 10.213.0.13" in text
     assert "IdentityFile /lab-root/ssh/id_ed25519" in text
     assert "Host lab-h3\n  HostName 10.213.0.13" in text
@@ -106,13 +107,13 @@ def test_ssh_client_config_covers_every_host() -> None:
 
 def test_known_hosts_line_names_address_and_hostname() -> None:
     """known_hosts entry lists address and hostname with the key, without the comment."""
-    line = c.known_hosts_line(2, "ssh-ed25519 AAAAC3Nz lab-h2\n")
+    line = hf.known_hosts_line(2, "ssh-ed25519 AAAAC3Nz lab-h2\n")
     assert line == "10.213.0.12,lab-h2 ssh-ed25519 AAAAC3Nz\n"
 
 
 def test_registry_config_listens_on_bridge_with_given_storage() -> None:
     """The registry listens on 10.213.0.1:5000 and stores under the given directory."""
-    text = c.render_registry_config(Path("/cache/lab-registry"))
+    text = hf.render_registry_config(Path("/cache/lab-registry"))
     assert "addr: 10.213.0.1:5000" in text
     assert "rootdirectory: /cache/lab-registry" in text
 
@@ -131,7 +132,7 @@ def test_lab_root_default_and_override() -> None:
 
 def test_parse_cgroup_mounts_keeps_controllers_and_names() -> None:
     """v1 hierarchies keep their controllers, named ones get none,name=..., cgroup2 found."""
-    got = {m.path: (m.fstype, m.options) for m in c.parse_cgroup_mounts(MOUNTINFO)}
+    got = {m.path: (m.fstype, m.options) for m in hf.parse_cgroup_mounts(MOUNTINFO)}
     assert got == {
         "/sys/fs/cgroup/cpu": ("cgroup", "cpu"),
         "/sys/fs/cgroup/cpu,cpuacct": ("cgroup", "cpu,cpuacct"),
@@ -144,8 +145,8 @@ def test_parse_cgroup_mounts_keeps_controllers_and_names() -> None:
 def test_host_script_remounts_sysfs_cgroups_and_runs_dockerd() -> None:
     """The host script mounts a fresh sysfs, every cgroup hierarchy, own /run, then dockerd."""
     hp = c.LabPaths(ROOT).host(1)
-    text = c.render_host_script(
-        hp, c.parse_cgroup_mounts(MOUNTINFO), {"/sys/fs/cgroup/cpuacct": "cpu,cpuacct"}
+    text = hf.render_host_script(
+        hp, hf.parse_cgroup_mounts(MOUNTINFO), {"/sys/fs/cgroup/cpuacct": "cpu,cpuacct"}
     )
     lines = text.splitlines()
     sysfs = lines.index("mount -t sysfs -o nosuid,nodev,noexec sysfs /sys")
@@ -160,12 +161,12 @@ def test_host_script_remounts_sysfs_cgroups_and_runs_dockerd() -> None:
 
 def test_iptables_rules_are_tagged_and_found_again() -> None:
     """Every rule the lab adds carries the lab comment and is recovered from `iptables -S`."""
-    rules = c.iptables_rules()
+    rules = hf.iptables_rules()
     saved = "-P FORWARD DROP\n-A FORWARD -j DOCKER-USER\n" + "".join(
         "-A " + " ".join(r) + "\n" for r in rules
     )
     saved += '-A FORWARD -i x -m comment --comment "other" -j ACCEPT\n'
-    assert c.lab_rules_from_save(saved) == rules
+    assert hf.lab_rules_from_save(saved) == rules
 
 
 def test_status_dict_lists_endpoints_per_host() -> None:
@@ -191,7 +192,7 @@ def test_fake_nvidia_smi_reads_host_gpu_list(tmp_path: Path) -> None:
     hp.gpu_list.write_text("GPU-a\nGPU-b\n")
     hp.driver_version.write_text("550.54.15\n")
     smi = tmp_path / "nvidia-smi"
-    smi.write_text(c.render_fake_nvidia_smi(hp))
+    smi.write_text(hf.render_fake_nvidia_smi(hp))
     query = ["sh", str(smi), "--query-gpu=uuid,driver_version", "--format=csv,noheader,nounits"]
     out = subprocess.run(query, capture_output=True, text=True, check=True).stdout
     assert out == "GPU-a, 550.54.15\nGPU-b, 550.54.15\n"
