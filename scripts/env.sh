@@ -33,7 +33,7 @@ export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_CHECKPOINTS=
 export PULUMI_DIY_BACKEND_NO_LEGACY_WARNING=true
 # Dev/test stacks keep state in the project (file backend). Teams override this
-# with an s3:// URL or Pulumi Cloud; see README "State".
+# with an s3:// URL or Pulumi Cloud; see docs/state.md.
 export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$DSS_ROOT/.pulumi-state}"
 # The file backend needs its folder (a fresh clone has none).
 case "$PULUMI_BACKEND_URL" in file://"$DSS_ROOT"/.pulumi-state) mkdir -p "$DSS_ROOT/.pulumi-state" ;; esac

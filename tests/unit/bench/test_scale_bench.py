@@ -1,4 +1,4 @@
-"""bench/scale_bench.py: a smoke run with tiny sizes (the real sizes are in the README)."""
+"""bench/scale_bench.py: a smoke run with tiny sizes (the real sizes are in docs/benchmarks.md)."""
 
 from __future__ import annotations
 
