@@ -13,6 +13,7 @@ import pytest
 from delivery import preview
 from delivery.preview import Impact
 from infra.layout import CONFIG_TYPE, IMAGE_TYPE, JUPYTER_SERVICE, SERVICE_TYPE, STANDBY_SERVICE
+from tests.unit.delivery.rename import renamed, verdicts
 
 pytestmark = pytest.mark.unit
 
@@ -183,3 +184,14 @@ def test_monitoring_changes_leave_training_alone() -> None:
         assert c.impact is Impact.NONE, f"{c.name}: {c.why}"
         assert "training tasks keep running" in c.why, f"{c.name}: reason {c.why!r}"
     assert "Overall: **leaves training alone**" in preview.render(d, "dev")
+
+
+@pytest.mark.parametrize("fixture", sorted(p.stem for p in FIXTURES.glob("*.json")))
+def test_verdicts_survive_a_rename(fixture: str) -> None:
+    """Another stack name and other resource names, types and properties kept: every
+    change gets the same verdict (the classifier reads no names)."""
+    d = digest(fixture)
+    other = renamed(d)
+    names = {c.name for c in preview.changes(d)}
+    assert not names & {c.name for c in preview.changes(other)}, "nothing was renamed"
+    assert verdicts(other) == verdicts(d)
