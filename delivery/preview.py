@@ -18,7 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from delivery.impact import Impact, Role, assess, role_of
+# Impact is re-exported: the comment's callers (tests, acceptance) import it from here.
+from delivery.impact import Impact as Impact
+from delivery.impact import Role, assess, role_of
 from infra.layout import PROJECT, STACK_TYPE
 
 PROJECT_PREFIX = f"{PROJECT}:"

@@ -41,7 +41,7 @@ def deployed(lab: dict[str, Any], make_stack: Any) -> Stack:
     ds_config change is a stack change, as on lab8)."""
     ds_config = json.loads((ROOT / "images" / "ds_config.json").read_text())
     config = dev_config(run_name=RUN, steps=2000, checkpoint_every=50, ds_config=ds_config)
-    stack = make_stack("test-preview", config, {"wandb_api_key": WANDB_SECRET})
+    stack: Stack = make_stack("test-preview", config, {"wandb_api_key": WANDB_SECRET})
     stack.pulumi("up", "--yes", "--skip-preview")
     stack.pulumi("preview", "--expect-no-changes")
     return stack

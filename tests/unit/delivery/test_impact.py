@@ -10,6 +10,7 @@ from typing import Any
 
 import pulumi
 import pytest
+from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
@@ -47,6 +48,7 @@ def registered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mapping[st
     runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
     _sync_await(wait_for_rpcs())
     monitor = pulumi.runtime.settings.get_monitor()
+    assert isinstance(monitor, MockMonitor), "set_mocks installs the mock monitor"
     return {urn: reg.state for urn, reg in monitor.get_registered_resources().items()}
 
 
