@@ -6,42 +6,25 @@ Pure functions over the engine's preview digest (pulumi pkg/display/json.go,
 
 Per component (the parent `deepspeed-swarm:<module>:<Class>` in the URN), one table
 row per change, and a training impact for each: whether it restarts the running job,
-moves tasks between nodes, or leaves training alone. Only property *names* are
-printed, never values: inputs may hold secrets (the engine masks them, but a name
-is all a reviewer needs to find the line in the full diff).
+moves tasks between nodes, or leaves training alone, decided from the resource's
+component, type and inputs (delivery/impact.py), never from its name. Only property
+*names* are printed, never values: inputs may hold secrets (the engine masks them,
+but a name is all a reviewer needs to find the line in the full diff).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.layout import (
-    COMMAND_TYPE,
-    CONFIG_TYPE,
-    DYNAMIC_TYPE,
-    IMAGE_TYPE,
-    NETWORK_TYPE,
-    SECRET_TYPE,
-    SERVICE_TYPE,
-    STACK_TYPE,
-)
+# Impact is re-exported: the comment's callers (tests, acceptance) import it from here.
+from delivery.impact import Impact as Impact
+from delivery.impact import Role, assess, role_of
+from infra.layout import PROJECT, STACK_TYPE
 
-PROJECT_PREFIX = "deepspeed-swarm:"
+PROJECT_PREFIX = f"{PROJECT}:"
 ROOT_COMPONENT = "(stack)"
-
-SERVICE = SERVICE_TYPE
-NETWORK = NETWORK_TYPE
-SECRET = SECRET_TYPE
-IMAGE = IMAGE_TYPE
-COMMAND = COMMAND_TYPE
-DYNAMIC = DYNAMIC_TYPE
-CONFIG = CONFIG_TYPE
-# Prometheus and the node exporters (infra/monitoring.py): their own services, image
-# and configs; nothing in it is part of a training task.
-MONITORING_COMPONENT = "deepspeed-swarm:monitoring:Monitoring"
 
 # Engine ops folded into the four a reviewer counts; the rest are not changes.
 _REPLACE_OPS = {"replace", "create-replacement", "delete-replaced", "discard-replaced"}
@@ -53,22 +36,6 @@ _STEP_RANK = {
     **dict.fromkeys(_REPLACE_OPS - {"replace"}, 1),
 }
 OP_ORDER = ("create", "update", "replace", "delete", "drift")
-
-
-class Impact(enum.IntEnum):
-    """What a change does to the running training job (higher is worse)."""
-
-    NONE = 0
-    MOVES = 1
-    RESTARTS = 2
-
-    @property
-    def label(self) -> str:
-        return {
-            Impact.NONE: "leaves training alone",
-            Impact.MOVES: "moves tasks",
-            Impact.RESTARTS: "restarts the running job",
-        }[self]
 
 
 @dataclass(frozen=True)
@@ -83,6 +50,7 @@ class Change:
     keys: tuple[str, ...]
     impact: Impact
     why: str
+    role: Role
 
 
 def parse_urn(urn: str) -> tuple[list[str], str]:
@@ -125,112 +93,19 @@ def changed_keys(step: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(dict.fromkeys(str(k) for k in keys)))
 
 
-def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
+def inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
+    """The inputs of a step's `oldState` or `newState` (empty when it has none)."""
     return (step.get(which) or {}).get("inputs") or {}
 
 
-def _replicas(inputs: Mapping[str, Any]) -> Any:
-    return ((inputs.get("mode") or {}).get("replicated") or {}).get("replicas")
-
-
-def _touches(keys: Iterable[str], *prefixes: str) -> bool:
-    return any(k == p or k.startswith((f"{p}.", f"{p}[")) for k in keys for p in prefixes)
-
-
-def _service_impact(
-    name: str, op: str, keys: tuple[str, ...], step: Mapping[str, Any]
-) -> tuple[Impact, str]:
-    if name.endswith("-net-warmup"):
-        return Impact.NONE, "overlay warm-up tasks only; training tasks keep running"
-    if name.endswith("-standby"):
-        return Impact.NONE, "the spares' idle standby task only; training tasks keep running"
-    if "-jupyter-" in name:
-        return Impact.NONE, "JupyterLab on the master only; training tasks keep running"
-    if op == "update" and keys and all(_touches([k], "mode") for k in keys):
-        old, new = _replicas(_inputs(step, "oldState")), _replicas(_inputs(step, "newState"))
-        return Impact.MOVES, f"replicas {old} -> {new}: tasks start or stop on nodes"
-    what = {
-        "create": "new training tasks start",
-        "delete": "its training tasks stop",
-        "replace": "service replaced: its tasks are recreated",
-        "update": "Swarm rolls its tasks",
-        "drift": "service edited outside Pulumi; `up` rolls its tasks back",
-    }[op]
-    if _touches(keys, "taskSpec.containerSpec.image"):
-        what += " (image changed)"
-    return Impact.RESTARTS, what
-
-
-def _dynamic_impact(name: str, op: str, keys: tuple[str, ...]) -> tuple[Impact, str]:
-    if "-swarm-node-" in name:
-        if op == "create":
-            return Impact.MOVES, "node joins the swarm: tasks can be placed on it"
-        if op == "delete":
-            return Impact.MOVES, "node leaves the swarm: its task moves or stops"
-        return Impact.MOVES, "node labels/role/availability change task placement"
-    if name.endswith("-swarm-init"):
-        if op in ("replace", "delete", "drift"):
-            return Impact.RESTARTS, "the swarm itself is re-initialised"
-        return Impact.NONE, "swarm bootstrap"
-    if "-facts-" in name:
-        return Impact.NONE, "host facts are read-only"
-    if name.endswith("-launch-roster"):
-        return Impact.NONE, "task roster record; the launch row says whether the run restarts"
-    if name.endswith("-ssh-key"):
-        return Impact.NONE, "key pair only; services that mount it are listed separately"
-    return Impact.NONE, "no training resource"
-
-
-def _command_impact(op: str) -> tuple[Impact, str]:
-    return {
-        "create": (Impact.RESTARTS, "launch command created: the run starts"),
-        "replace": (
-            Impact.RESTARTS,
-            "launch replaced: the run is stopped (checkpoint) and restarted",
-        ),
-        "delete": (Impact.RESTARTS, "launch deleted: the run is stopped (SIGTERM, checkpoint)"),
-    }.get(op, (Impact.NONE, "no re-run: only the launch triggers re-run it"))
-
-
-def _monitoring_impact(type_: str) -> tuple[Impact, str]:
-    what = {
-        SERVICE: "monitoring service: Prometheus or the node exporters restart",
-        IMAGE: "monitoring image: only the monitoring services roll onto it",
-        CONFIG: "Prometheus configuration or alert rules: Prometheus restarts with them",
-    }.get(type_, "monitoring only")
-    return Impact.NONE, f"{what}; training tasks keep running"
-
-
-def impact(
-    type_: str,
-    name: str,
-    op: str,
-    keys: tuple[str, ...],
-    step: Mapping[str, Any],
-    component: str = ROOT_COMPONENT,
-) -> tuple[Impact, str]:
-    """What a change does to the running job, and why."""
-    if component == MONITORING_COMPONENT:
-        return _monitoring_impact(type_)
-    if type_ == SERVICE:
-        return _service_impact(name, op, keys, step)
-    if type_ == COMMAND:
-        return _command_impact(op)
-    if type_ == DYNAMIC:
-        return _dynamic_impact(name, op, keys)
-    if type_ == IMAGE:
-        if op == "delete":
-            return Impact.NONE, "old image build removed"
-        return Impact.RESTARTS, "new image: services roll onto its digest"
-    if type_ == NETWORK:
-        if op in ("update", "create") or (op == "drift" and _touches(keys, "labels")):
-            return Impact.NONE, "network labels or a new network; no task moves"
-        return Impact.RESTARTS, "overlay replaced: every task on it restarts"
-    if type_ == SECRET:
-        if op == "create":
-            return Impact.NONE, "new secret, not used until a service mounts it"
-        return Impact.NONE, "services that mount it roll onto the new one (listed separately)"
-    return Impact.NONE, "no training resource"
+def classify(
+    types: Sequence[str], op: str, keys: tuple[str, ...], step: Mapping[str, Any]
+) -> tuple[Role, Impact, str]:
+    """A change's role (from its component, type and inputs; delivery/impact.py) and
+    what it does to the running job, and why."""
+    old, new = inputs(step, "oldState"), inputs(step, "newState")
+    role = role_of(component_of(types), types[-1], new or old)
+    return (role, *assess(role, op, keys, old, new))
 
 
 def changes(digest: Mapping[str, Any]) -> list[Change]:
@@ -251,9 +126,8 @@ def changes(digest: Mapping[str, Any]) -> list[Change]:
         if op is None or type_ == STACK_TYPE or type_.startswith(PROJECT_PREFIX):
             continue
         keys = changed_keys(step)
-        component = component_of(types)
-        level, why = impact(type_, name, op, keys, step, component)
-        out.append(Change(urn, name, type_, component, op, keys, level, why))
+        role, level, why = classify(types, op, keys, step)
+        out.append(Change(urn, name, type_, component_of(types), op, keys, level, why, role))
     return out
 
 

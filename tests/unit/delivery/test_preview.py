@@ -12,6 +12,8 @@ import pytest
 
 from delivery import preview
 from delivery.preview import Impact
+from infra.layout import CONFIG_TYPE, IMAGE_TYPE, JUPYTER_SERVICE, SERVICE_TYPE, STANDBY_SERVICE
+from tests.unit.delivery.rename import renamed, verdicts
 
 pytestmark = pytest.mark.unit
 
@@ -136,11 +138,21 @@ def test_secret_values_never_printed() -> None:
     assert "sha256:" not in text and "[secret]" not in text
 
 
-@pytest.mark.parametrize("name", ["dev-train-standby", "dev-jupyter-service"])
-def test_idle_and_notebook_services_leave_training_alone(name: str) -> None:
+def step(component: str, type_: str, op: str, props: dict[str, Any]) -> dict[str, Any]:
+    """A preview step of a resource of `component` (`module:Class`) with these inputs."""
+    urn = f"urn:pulumi:dev::deepspeed-swarm::deepspeed-swarm:{component}${type_}::dev-x"
+    state = {"urn": urn, "type": type_, "inputs": props}
+    return {"op": op, "urn": urn, "oldState": state, "newState": state, "diffReasons": ["taskSpec"]}
+
+
+@pytest.mark.parametrize(
+    ("component", "service"),
+    [("services:TrainingServices", STANDBY_SERVICE), ("jupyter:JupyterLab", JUPYTER_SERVICE)],
+)
+def test_idle_and_notebook_services_leave_training_alone(component: str, service: str) -> None:
     """A new image rolls the standby and JupyterLab services without touching training."""
-    level, why = preview.impact(preview.SERVICE, name, "update", ("taskSpec",), {})
-    assert level is Impact.NONE and "training tasks keep running" in why, f"{name}: {why}"
+    (c,) = preview.changes({"steps": [step(component, SERVICE_TYPE, "update", {"name": service})]})
+    assert c.impact is Impact.NONE and "training tasks keep running" in c.why, f"{service}: {c.why}"
 
 
 def monitoring_step(type_: str, name: str, op: str, *diff: str) -> dict[str, Any]:
@@ -154,11 +166,11 @@ def test_monitoring_changes_leave_training_alone() -> None:
     monitoring image are reported as leaving training alone, never as a restart."""
     d = {
         "steps": [
-            monitoring_step(preview.CONFIG, "dev-monitoring-rules", "create-replacement", "data"),
-            monitoring_step(preview.CONFIG, "dev-monitoring-rules", "replace", "data"),
-            monitoring_step(preview.SERVICE, "dev-monitoring-prometheus", "update", "taskSpec"),
-            monitoring_step(preview.SERVICE, "dev-monitoring-node-exporter", "update", "taskSpec"),
-            monitoring_step(preview.IMAGE, "dev-monitoring-image-build", "update", "imageName"),
+            monitoring_step(CONFIG_TYPE, "dev-monitoring-rules", "create-replacement", "data"),
+            monitoring_step(CONFIG_TYPE, "dev-monitoring-rules", "replace", "data"),
+            monitoring_step(SERVICE_TYPE, "dev-monitoring-prometheus", "update", "taskSpec"),
+            monitoring_step(SERVICE_TYPE, "dev-monitoring-node-exporter", "update", "taskSpec"),
+            monitoring_step(IMAGE_TYPE, "dev-monitoring-image-build", "update", "imageName"),
         ]
     }
     cs = preview.changes(d)
@@ -172,3 +184,14 @@ def test_monitoring_changes_leave_training_alone() -> None:
         assert c.impact is Impact.NONE, f"{c.name}: {c.why}"
         assert "training tasks keep running" in c.why, f"{c.name}: reason {c.why!r}"
     assert "Overall: **leaves training alone**" in preview.render(d, "dev")
+
+
+@pytest.mark.parametrize("fixture", sorted(p.stem for p in FIXTURES.glob("*.json")))
+def test_verdicts_survive_a_rename(fixture: str) -> None:
+    """Another stack name and other resource names, types and properties kept: every
+    change gets the same verdict (the classifier reads no names)."""
+    d = digest(fixture)
+    other = renamed(d)
+    names = {c.name for c in preview.changes(d)}
+    assert not names & {c.name for c in preview.changes(other)}, "nothing was renamed"
+    assert verdicts(other) == verdicts(d)
