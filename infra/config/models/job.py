@@ -23,7 +23,10 @@ class Image(_Model):
     dockerfile: str = "Dockerfile"
     """Dockerfile, relative to the context. Default `Dockerfile`."""
     build_args: dict[str, str] = {}
-    """Build args (BASE_IMAGE, TORCH_VERSION, DEEPSPEED_VERSION, ...). Default none."""
+    """Build args: only ARGs the Dockerfile declares (images/Dockerfile: BASE_IMAGE,
+    BUILD_IMAGE, TORCH_SPEC, PIP_OFFLINE, ...; see the rules below), e.g. `BASE_IMAGE:
+    nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04` and `TORCH_SPEC: torch==2.6.0`.
+    Default none."""
     repository: str = "deepspeed-swarm/train"
     """Repository name (without registry). Default `deepspeed-swarm/train`."""
     registry: str | None = None

@@ -117,6 +117,14 @@ RULES: tuple[Rule, ...] = (
         image.registry,
     ),
     Rule(
+        "image.build_args",
+        "error",
+        "Only ARGs the Dockerfile declares (images/Dockerfile: "
+        f"{', '.join(image.IMAGE_ARGS)}) or Docker's predefined proxy args; DSS_UID, if "
+        "set, is the uid the tasks run as.",
+        image.build_args,
+    ),
+    Rule(
         "training.data_dir, training.datasets[]",
         "error",
         "Bind sources and targets are absolute.",
@@ -133,6 +141,12 @@ RULES: tuple[Rule, ...] = (
         "warning",
         "Not the shared data_dir (or inside it).",
         mounts.dataset_sources,
+    ),
+    Rule(
+        "monitoring.storage",
+        "error",
+        "With monitoring: an absolute host path or a Docker volume name (not a relative path).",
+        mounts.prometheus_storage,
     ),
     Rule("network.subnet", "error", "Clear of the hosts' own addresses.", network.subnet_hosts),
     Rule(
@@ -155,6 +169,13 @@ RULES: tuple[Rule, ...] = (
         training.env_owned,
     ),
     Rule(
+        "training.env",
+        "error",
+        f"{', '.join(training.NETWORK_ENV)}: only the value the stack derives from the "
+        "overlay and hosts[].rdma_interface.",
+        training.env_network,
+    ),
+    Rule(
         "training.checkpoint_every",
         "warning",
         "At most training.steps.",
@@ -165,6 +186,13 @@ RULES: tuple[Rule, ...] = (
         "warning",
         f"At least {training.MIN_CHECKPOINT_GRACE_S}s.",
         training.grace_fits_checkpoint,
+    ),
+    Rule(
+        "training.shm_size",
+        "error",
+        f"At least {training.MIN_SHM_BYTES >> 20}m; on one CPU node "
+        f"{training.SHM_COMM_BYTES_PER_RANK >> 20}m per rank (DeepSpeed's shm all-reduce).",
+        training.shm_size,
     ),
     Rule(
         "monitoring.rank_metrics_port",
@@ -178,6 +206,19 @@ RULES: tuple[Rule, ...] = (
         "error",
         "With monitoring: not a port Swarm holds nor the master host's SSH port.",
         ports.prometheus_port,
+    ),
+    Rule(
+        "training.sshd_port",
+        "error",
+        "Not a port Swarm holds (as for training.master_port).",
+        ports.sshd_port,
+    ),
+    Rule(
+        "jupyter.port",
+        "error",
+        "With JupyterLab: not a port Swarm holds, the master host's SSH port nor (with "
+        "monitoring) Prometheus' port, all on the master host.",
+        ports.jupyter_port,
     ),
     Rule(
         "monitoring.enabled",
@@ -231,9 +272,35 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "training.ds_config",
+        "error",
+        "Under ZeRO (stage 1-3): no 1-bit Adam/Lamb or 0/1 Adam; an optimizer other than "
+        "Adam, AdamW, Adagrad, Lion (or Muon) needs zero_allow_untested_optimizer.",
+        deepspeed.ds_zero_optimizer,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "Lamb and OneBitLamb: dynamic loss scaling (no bf16; fp16 with loss_scale 0).",
+        deepspeed.ds_dynamic_loss_scale,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "offload_optimizer: a ratio below 1 only at stage 3; on GPUs, with a DeepSpeed "
+        "CPU optimizer, not at stage 0.",
+        deepspeed.ds_offload_optimizer,
+    ),
+    Rule(
+        "training.ds_config",
         "warning",
         "On a CPU-only run: no ZeRO offload, no fp16.",
         deepspeed.ds_cpu_only,
+    ),
+    Rule(
+        "training.ds_config",
+        "warning",
+        "offload_param only at ZeRO stage 3 (DeepSpeed ignores it below).",
+        deepspeed.ds_offload_param,
     ),
 )
 

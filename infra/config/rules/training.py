@@ -42,6 +42,10 @@ STACK_ENV = {
     "DS_ACCELERATOR": "training.cpu_only",
     "DSS_METRICS_PORT": "monitoring.rank_metrics_port",
     "DSS_NODE": "monitoring (the Swarm node's hostname)",
+    "NCCL_SOCKET_IFNAME": "network (the overlay, every task's eth0)",
+    "GLOO_SOCKET_IFNAME": "network (the overlay, every task's eth0)",
+    "NCCL_IB_HCA": "hosts[].rdma_interface",
+    "NCCL_IB_DISABLE": "hosts[].rdma_interface (set on no host)",
 }
 # Of those, the ones an older stack file may still repeat with the value the stack
 # derives anyway (Pulumi.prod.yaml sets NCCL_SOCKET_IFNAME: eth0): only another
@@ -93,7 +97,7 @@ def env_owned(cfg: StackConfig) -> list[str]:
                 f"training.env: {name} is set per rank by the launcher; allowed: any "
                 f"variable except {', '.join(LAUNCHER_ENV)}"
             )
-        elif name in STACK_ENV:
+        elif name in STACK_ENV and name not in NETWORK_ENV:
             out.append(
                 f"training.env: {name} is derived from {STACK_ENV[name]}; allowed: set "
                 "that key instead"

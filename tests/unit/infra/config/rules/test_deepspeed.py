@@ -149,3 +149,89 @@ def test_ds_cpu_fp16_warns(dev_raw: dict[str, Any]) -> None:
         "training.ds_config.fp16: enabled on a CPU-only run; DeepSpeed's CPU accelerator "
         "refuses fp16 unless the CPU has native fp16 (use bf16)"
     ]
+
+
+def zero(raw: dict[str, Any], stage: int, optimizer: str, **config: Any) -> dict[str, Any]:
+    """raw with a ds_config at ZeRO `stage` with `optimizer`, plus `config`."""
+    zero_cfg = {"stage": stage, **config.pop("zero", {})}
+    return ds(raw, zero_optimization=zero_cfg, optimizer={"type": optimizer}, **config)
+
+
+def test_untested_optimizer_under_zero(raw: dict[str, Any]) -> None:
+    """An optimizer outside ZeRO's tested list is refused under ZeRO (DeepSpeed asserts)."""
+    assert problems(zero(raw, 2, "SGD")) == [
+        "training.ds_config.optimizer.type: 'SGD' is not an optimizer DeepSpeed has tested "
+        "with ZeRO (zero_optimization.stage 2); allowed: Adam, AdamW, Adagrad or Lion, or "
+        "zero_allow_untested_optimizer: true"
+    ]
+
+
+def test_untested_optimizer_allowed(raw: dict[str, Any]) -> None:
+    """zero_allow_untested_optimizer lets any known optimizer run under ZeRO."""
+    parse_stack_config(zero(raw, 1, "Lamb", zero_allow_untested_optimizer=True))
+
+
+@pytest.mark.parametrize("name", ["Adam", "adamw", "Adagrad", "Lion", "Muon"])
+def test_tested_optimizers_under_zero(raw: dict[str, Any], name: str) -> None:
+    """ZeRO's tested optimizers (and Muon, not mirrored) pass at every stage."""
+    parse_stack_config(zero(raw, 3, name))
+
+
+def test_onebit_optimizer_under_zero(raw: dict[str, Any]) -> None:
+    """1-bit Adam under ZeRO is refused even with untested optimizers allowed."""
+    assert problems(zero(raw, 1, "OneBitAdam", zero_allow_untested_optimizer=True)) == [
+        "training.ds_config.optimizer.type: 'OneBitAdam' does not run under ZeRO "
+        "(zero_optimization.stage 1); allowed: zero_optimization.stage 0, or another optimizer"
+    ]
+
+
+def test_lamb_with_bf16(raw: dict[str, Any]) -> None:
+    """Lamb with bf16 (a fixed loss scale) is refused: it needs dynamic loss scaling."""
+    assert problems(zero(raw, 0, "Lamb", bf16={"enabled": True})) == [
+        "training.ds_config.optimizer.type: 'Lamb' needs dynamic loss scaling, but bf16 is "
+        "enabled (DeepSpeed fixes the loss scale at 1); allowed: fp16 with loss_scale 0, or "
+        "neither fp16 nor bf16"
+    ]
+
+
+def test_lamb_with_static_fp16_scale(raw: dict[str, Any]) -> None:
+    """Lamb with a static fp16 loss scale is refused; the dynamic default passes."""
+    assert problems(zero(raw, 0, "Lamb", fp16={"enabled": True, "loss_scale": 128})) == [
+        "training.ds_config.optimizer.type: 'Lamb' needs dynamic loss scaling, but "
+        "fp16.loss_scale is 128 (static); allowed: fp16 with loss_scale 0, or neither fp16 "
+        "nor bf16"
+    ]
+
+
+def test_lamb_with_dynamic_fp16_scale(raw: dict[str, Any]) -> None:
+    """Lamb with fp16's default (dynamic) loss scale passes."""
+    parse_stack_config(zero(raw, 0, "Lamb", fp16={"enabled": True}))
+
+
+def test_partial_offload_below_stage_3(raw: dict[str, Any]) -> None:
+    """An optimizer offload ratio below 1 is refused below stage 3 (DeepSpeed asserts)."""
+    offload = {"offload_optimizer": {"device": "cpu", "ratio": 0.5}}
+    assert problems(zero(raw, 2, "Adam", zero=offload)) == [
+        "training.ds_config.zero_optimization.offload_optimizer.ratio: 0.5 at ZeRO stage 2; "
+        "allowed: 1.0 (DeepSpeed offloads partially only at stage 3)"
+    ]
+    parse_stack_config(zero(raw, 3, "Adam", zero=offload))
+
+
+def test_optimizer_offload_without_zero_on_gpus(raw: dict[str, Any]) -> None:
+    """Optimizer offload at stage 0 on GPUs (a CPU optimizer on GPU params) is refused."""
+    offload = {"offload_optimizer": {"device": "cpu"}}
+    assert problems(zero(raw, 0, "AdamW", zero=offload)) == [
+        "training.ds_config.zero_optimization.offload_optimizer: offloads to 'cpu' at ZeRO "
+        "stage 0, where DeepSpeed's CPU AdamW would step parameters that stay on the GPUs and "
+        "fails; allowed: zero_optimization.stage 1, 2 or 3, or no offload_optimizer"
+    ]
+
+
+def test_param_offload_below_stage_3_warns(raw: dict[str, Any]) -> None:
+    """offload_param below stage 3 is a warning: DeepSpeed ignores it."""
+    offload = {"offload_param": {"device": "cpu"}}
+    assert warnings_of(zero(raw, 2, "Adam", zero=offload)) == [
+        "training.ds_config.zero_optimization.offload_param: offloads to 'cpu' at ZeRO stage "
+        "2; DeepSpeed offloads parameters only at stage 3 and ignores it here"
+    ]

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from infra.config import parse_stack_config
 from tests.unit.infra.config.checks import problems, warnings_of
 
 pytestmark = pytest.mark.unit
@@ -61,3 +62,27 @@ def test_dataset_source_in_data_dir_warns(raw: dict[str, Any]) -> None:
         "training.datasets[0].source: '/data/sets' overlaps training.data_dir '/data', which "
         "the tasks already mount read-write at /data"
     ]
+
+
+def test_prometheus_storage_relative_path(raw: dict[str, Any]) -> None:
+    """A relative Prometheus storage path (Docker would take it as a volume name) is refused."""
+    raw["monitoring"] = {"enabled": True, "storage": "prom/data"}
+    assert problems(raw) == [
+        "monitoring.storage: 'prom/data' is neither an absolute host path nor a Docker volume "
+        "name (Docker would take a relative path as a volume name and refuse it); allowed: an "
+        "absolute path on the master host, or a volume name of letters, digits, '_', '.' and "
+        "'-' (at least 2 characters)"
+    ]
+
+
+@pytest.mark.parametrize("storage", ["dss-prometheus", "/data/prometheus"])
+def test_prometheus_storage_volume_or_path(raw: dict[str, Any], storage: str) -> None:
+    """A volume name or an absolute host path is accepted."""
+    raw["monitoring"] = {"enabled": True, "storage": storage}
+    assert parse_stack_config(raw).monitoring.storage == storage
+
+
+def test_prometheus_storage_unchecked_when_off(raw: dict[str, Any]) -> None:
+    """With monitoring off nothing is mounted: the storage is not checked."""
+    raw["monitoring"] = {"storage": "./prom"}
+    assert not parse_stack_config(raw).monitoring.enabled

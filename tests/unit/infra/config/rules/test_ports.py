@@ -50,3 +50,37 @@ def test_prometheus_port_clear_of_swarm(raw: dict[str, Any]) -> None:
         "monitoring.prometheus_port: 7946 is published on the master host, where it is swarm "
         "gossip; allowed: any port except [22, 2377, 4789, 7946]"
     ]
+
+
+def test_sshd_port_on_a_swarm_port(raw: dict[str, Any]) -> None:
+    """The tasks' sshd on a port Swarm holds is refused."""
+    raw["training"]["sshd_port"] = 7946
+    assert problems(raw) == [
+        "training.sshd_port: 7946 collides with swarm gossip; allowed: any port except "
+        "[2377, 4789, 7946]"
+    ]
+
+
+def test_jupyter_port_on_the_master_ssh_port(raw: dict[str, Any]) -> None:
+    """JupyterLab published on the master host's SSH port is refused."""
+    raw["jupyter"] = {"enabled": True, "port": 22}
+    assert problems(raw) == [
+        "jupyter.port: 22 is published on the master host, where it is hosts[0].ssh_port "
+        "(gpu-01); allowed: any port except [22, 2377, 4789, 7946]"
+    ]
+
+
+def test_jupyter_port_on_the_prometheus_port(raw: dict[str, Any]) -> None:
+    """JupyterLab and Prometheus published on one port of the master host is refused."""
+    raw["jupyter"] = {"enabled": True, "port": 9090}
+    monitored(raw)
+    assert problems(raw) == [
+        "jupyter.port: 9090 is published on the master host, where it is "
+        "monitoring.prometheus_port; allowed: any port except [22, 2377, 4789, 7946, 9090]"
+    ]
+
+
+def test_jupyter_port_unchecked_when_off(raw: dict[str, Any]) -> None:
+    """With JupyterLab off nothing is published: its port is not checked."""
+    raw["jupyter"] = {"port": 22}
+    assert not parse_stack_config(raw).jupyter.enabled

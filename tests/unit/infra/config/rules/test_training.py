@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from infra.config import parse_stack_config
 from tests.unit.infra.config.checks import problems, warnings_of
 from tests.unit.infra.samples import host
 
@@ -77,3 +78,90 @@ def test_short_grace_period_warns(raw: dict[str, Any]) -> None:
         "training.stop_grace_period: 10s leaves little time for the final checkpoint before "
         "SIGKILL; suggested: at least 30s"
     ]
+
+
+def test_nccl_socket_ifname_overridden(raw: dict[str, Any]) -> None:
+    """NCCL_SOCKET_IFNAME other than the overlay's interface is refused."""
+    raw["training"]["env"] = {"NCCL_SOCKET_IFNAME": "ib0"}
+    assert problems(raw) == [
+        "training.env: NCCL_SOCKET_IFNAME='ib0' overrides 'eth0', derived from network (the "
+        "overlay, every task's eth0); allowed: 'eth0' or unset (set that key instead)"
+    ]
+
+
+def test_network_env_with_the_derived_value_passes(raw: dict[str, Any]) -> None:
+    """Repeating the value the stack derives (as Pulumi.prod.yaml does) is accepted."""
+    raw["training"]["env"] = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}
+    assert parse_stack_config(raw).training.env["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_nccl_ib_hca_without_rdma(raw: dict[str, Any]) -> None:
+    """NCCL_IB_HCA with no hosts[].rdma_interface (the stack disables IB) is refused."""
+    raw["training"]["env"] = {"NCCL_IB_HCA": "mlx5_0"}
+    assert problems(raw) == [
+        "training.env: NCCL_IB_HCA='mlx5_0' contradicts hosts[].rdma_interface, from which "
+        "the stack derives no NCCL_IB_HCA; allowed: unset (set that key instead)"
+    ]
+
+
+def test_nccl_ib_disable_with_rdma(raw: dict[str, Any]) -> None:
+    """NCCL_IB_DISABLE while hosts declare RDMA devices is refused."""
+    for h in raw["hosts"]:
+        h["rdma_interface"] = "mlx5_0"
+    raw["training"]["env"] = {"NCCL_IB_DISABLE": "1"}
+    assert problems(raw) == [
+        "training.env: NCCL_IB_DISABLE='1' contradicts hosts[].rdma_interface (set on no "
+        "host), from which the stack derives no NCCL_IB_DISABLE; allowed: unset (set that key "
+        "instead)"
+    ]
+
+
+@pytest.mark.parametrize("rdma", [None, "mlx5_0"])
+def test_network_env_is_what_render_derives(raw: dict[str, Any], rdma: str | None) -> None:
+    """The NCCL/gloo values the rule allows are the ones render.training_env sets."""
+    from infra import render
+    from infra.config.rules.training import NETWORK_ENV, network_env
+
+    for h in raw["hosts"]:
+        h["rdma_interface"] = rdma
+    cfg = parse_stack_config(raw)
+    env = render.training_env(cfg)
+    assert network_env(cfg) == {k: env[k] for k in NETWORK_ENV if k in env}
+
+
+def test_every_derived_variable_is_guarded(raw: dict[str, Any]) -> None:
+    """Every variable render.training_env derives is in STACK_ENV (refused or pinned)."""
+    from infra import render
+    from infra.config import STACK_ENV
+
+    raw["hosts"][0]["rdma_interface"] = "mlx5_0"
+    raw["monitoring"] = {"enabled": True}
+    env = render.training_env(parse_stack_config(raw))
+    assert set(env) <= set(STACK_ENV), set(env) - set(STACK_ENV)
+
+
+def test_shm_below_docker_default(raw: dict[str, Any]) -> None:
+    """A /dev/shm smaller than Docker's own 64 MiB is refused."""
+    raw["training"]["shm_size"] = "32m"
+    assert problems(raw) == [
+        "training.shm_size: '32m' is 32 MiB, less than Docker's own /dev/shm; allowed: at "
+        "least 64m (NCCL's shared-memory transport and the DataLoader's workers need more, not "
+        "less)"
+    ]
+
+
+def test_shm_for_one_cpu_node(raw: dict[str, Any]) -> None:
+    """One CPU node needs DeepSpeed's shm all-reduce workspace per rank in /dev/shm."""
+    raw["hosts"] = [host(1, "manager")]
+    raw["training"] = {"cpu_only": True, "procs_per_node": 4, "launch_mode": "no_ssh"}
+    raw["training"]["shm_size"] = "256m"
+    assert problems(raw) == [
+        "training.shm_size: '256m' is 256 MiB but DeepSpeed's CPU all-reduce maps 67 MiB per "
+        "rank in /dev/shm when all 4 ranks are on one node; allowed: at least 268m"
+    ]
+
+
+def test_shm_for_cpu_nodes_across_hosts(raw: dict[str, Any]) -> None:
+    """Across several CPU nodes DeepSpeed's shm all-reduce is off: 64m is enough."""
+    raw["training"] = {"cpu_only": True, "procs_per_node": 4, "shm_size": "64m"}
+    assert parse_stack_config(raw).training.shm_size == "64m"
