@@ -98,6 +98,23 @@ CASES: list[tuple[int, int, dict[str, Any]]] = [
         },
     ),
     (2, 1, {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}}),
+    # A partial optimizer offload (DeepSpeedZeroConfig offload_ratio_check). The
+    # optimizer/ZeRO rules DeepSpeed checks only in deepspeed.initialize are not here:
+    # DeepSpeedConfig accepts those configs.
+    *[
+        (
+            2,
+            1,
+            {
+                "train_micro_batch_size_per_gpu": 1,
+                "zero_optimization": {
+                    "stage": s,
+                    "offload_optimizer": {"device": "cpu", "ratio": 0.5},
+                },
+            },
+        )
+        for s in (2, 3)
+    ],
 ]
 
 

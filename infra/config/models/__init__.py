@@ -1,0 +1,37 @@
+"""The pydantic models of the stack configuration, leaves first, StackConfig last."""
+
+from infra.config.models.base import MTU_MAX, MTU_MIN, Mtu, Port
+from infra.config.models.cluster import (
+    IPSEC_OVERHEAD,
+    VXLAN_OVERHEAD,
+    DockerTls,
+    Gpus,
+    Host,
+    Network,
+)
+from infra.config.models.job import Image, Mount, RestartPolicy, Training
+from infra.config.models.services import Alerts, Jupyter, Monitoring, Preflight
+from infra.config.models.stack import CONFIG_KEYS, StackConfig
+
+__all__ = [
+    "CONFIG_KEYS",
+    "IPSEC_OVERHEAD",
+    "MTU_MAX",
+    "MTU_MIN",
+    "VXLAN_OVERHEAD",
+    "Alerts",
+    "DockerTls",
+    "Gpus",
+    "Host",
+    "Image",
+    "Jupyter",
+    "Monitoring",
+    "Mount",
+    "Mtu",
+    "Network",
+    "Port",
+    "Preflight",
+    "RestartPolicy",
+    "StackConfig",
+    "Training",
+]

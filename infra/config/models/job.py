@@ -1,0 +1,143 @@
+"""The training job: its image, mounts, restart policy and launch."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from infra.config.models.base import MODEL_CONFIG, Port
+from infra.config.units import duration_seconds, size_bytes
+
+
+class _Model(BaseModel):
+    model_config = MODEL_CONFIG
+
+
+class Image(_Model):
+    """How the training image is built and distributed."""
+
+    context: str = "images"
+    """Build context, relative to the project. Default `images`."""
+    dockerfile: str = "Dockerfile"
+    """Dockerfile, relative to the context. Default `Dockerfile`."""
+    build_args: dict[str, str] = {}
+    """Build args: only ARGs the Dockerfile declares (images/Dockerfile: BASE_IMAGE,
+    BUILD_IMAGE, TORCH_SPEC, PIP_OFFLINE, ...; see the rules below), e.g. `BASE_IMAGE:
+    nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04` and `TORCH_SPEC: torch==2.6.0`.
+    Default none."""
+    repository: str = "deepspeed-swarm/train"
+    """Repository name (without registry). Default `deepspeed-swarm/train`."""
+    registry: str | None = None
+    """Registry host[:port] to push to; services pin the pushed digest. Default none:
+    the image is built on every host instead."""
+    build_host: str = "unix:///var/run/docker.sock"
+    """Docker endpoint that builds (and pushes) the image. Default the local engine."""
+    builder: Literal["BuilderV1", "BuilderBuildKit"] = "BuilderBuildKit"
+    """Docker builder the provider asks the engine for. Default BuildKit."""
+
+
+class Mount(_Model):
+    """A host path bind-mounted into every training task."""
+
+    source: str
+    """Host path (the same on every host, e.g. an NFS mount)."""
+    target: str
+    """Path inside the task."""
+    read_only: bool = True
+    """Mount read-only. Default true."""
+
+
+class RestartPolicy(_Model):
+    """Swarm restart policy of the training tasks."""
+
+    condition: Literal["none", "on-failure", "any"] = "on-failure"
+    """When Swarm restarts a task. Default `on-failure`."""
+    delay: str = "10s"
+    """Wait between restarts. Default `10s`."""
+    max_attempts: Annotated[int, Field(ge=0)] = 3
+    """Restarts within `window` before giving up (0 = unlimited). Default 3."""
+    window: str = "120s"
+    """Window over which restarts are counted. Default `120s`."""
+
+    @field_validator("delay", "window")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+
+class Training(_Model):
+    """The training job."""
+
+    launcher: Literal["deepspeed", "torchrun"] = "deepspeed"
+    """Launcher. Default `deepspeed`."""
+    launch_mode: Literal["pdsh", "no_ssh"] = "pdsh"
+    """How the deepspeed launcher reaches the workers: `pdsh` over SSH from the
+    master, or `no_ssh` (one launcher per node with its node rank; torchrun always
+    runs this way). Default `pdsh`. (No OpenMPI: the image ships no mpirun.)"""
+    script: str = "/opt/dss/train.py"
+    """Training script inside the image. Default `/opt/dss/train.py`."""
+    args: list[str] = []
+    """Extra arguments for the script. Default none."""
+    ds_config: dict[str, Any] | str = "/opt/dss/ds_config.json"
+    """DeepSpeed config: an inline object, or a path inside the image. Default the image's."""
+    gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 8
+    """GPUs each node's task reserves and launches ranks on (0 = CPU ranks). Default 8."""
+    procs_per_node: int | None = Field(default=None, ge=1, le=64)
+    """Ranks per node on CPU (`cpu_only`, or `gpus_per_node` 0). Default 1; on GPUs
+    the launcher starts one rank per reserved GPU."""
+    master_port: Port = 29500
+    """torch.distributed rendezvous port on the master. Default 29500."""
+    sshd_port: Port = 2222
+    """Port of the tasks' sshd (pdsh). Default 2222."""
+    env: dict[str, str] = {}
+    """Extra environment (NCCL_*, ...). Default none."""
+    data_dir: str = "/data"
+    """Host path of the shared file system, mounted read-write at /data. Default `/data`."""
+    datasets: list[Mount] = []
+    """Read-only dataset mounts. Default none."""
+    run_name: str = "run"
+    """Run name: checkpoints in /data/checkpoints/<run>, logs in /data/logs/<run>.
+    Default `run`."""
+    checkpoint_every: Annotated[int, Field(ge=1)] = 50
+    """Checkpoint every K steps. Default 50."""
+    steps: Annotated[int, Field(ge=1)] = 1000
+    """Total training steps. Default 1000."""
+    shm_size: str = "1g"
+    """Size of the tmpfs mounted at /dev/shm (NCCL needs it). Default `1g`."""
+    stop_grace_period: str = "120s"
+    """Time between SIGTERM and SIGKILL, for the final checkpoint. Default `120s`."""
+    restart_policy: RestartPolicy = RestartPolicy()
+    """Swarm restart policy. Default on-failure, 3 attempts."""
+    cpu_only: bool = False
+    """Train on CPU with gloo (the lab). Default false."""
+
+    @field_validator("stop_grace_period")
+    @classmethod
+    def _grace(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, v: str) -> str:
+        size_bytes(v)
+        return v
+
+    @field_validator("run_name")
+    @classmethod
+    def _run_name(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", v):
+            raise ValueError("allowed: letters, digits, '_', '.', '-' (used as a directory name)")
+        return v
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Processes the launcher starts on every node."""
+        if self.cpu_only:
+            return self.procs_per_node or 1
+        if self.gpus_per_node:
+            return self.gpus_per_node
+        return self.procs_per_node or 1

@@ -1,0 +1,126 @@
+"""What runs beside training: JupyterLab, the host preflight, monitoring and its alerts."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, Field, field_validator
+
+from infra.config.models.base import MODEL_CONFIG, Port
+from infra.config.units import duration_seconds
+
+
+class _Model(BaseModel):
+    model_config = MODEL_CONFIG
+
+
+# A Prometheus duration (retention): <n> and one unit.
+_PROM_DURATION = re.compile(r"^[1-9][0-9]*(ms|s|m|h|d|w|y)$")
+
+
+class Jupyter(_Model):
+    """JupyterLab on the master host, in the training image, with the shared data dir."""
+
+    enabled: bool = False
+    """Run JupyterLab (`ds-jupyter`): its token is generated, held as a Swarm secret and
+    a secret stack output (`jupyterToken`). Default false."""
+    port: Port = 8888
+    """Port published on the master host only (Swarm host mode). Default 8888."""
+
+
+class Preflight(_Model):
+    """What `pulumi up` checks on every host before creating services."""
+
+    min_driver_version: str = "535.0"
+    """Oldest NVIDIA driver allowed on GPU hosts. Default 535.0."""
+    require_gpu_isolation: bool = True
+    """GPU hosts must run the NVIDIA runtime by default with `swarm-resource =
+    "DOCKER_RESOURCE_NVIDIA-GPU"`, so each task sees only the GPUs Swarm assigned
+    it. Default true (the lab's fake GPUs turn it off)."""
+    ssh_private_key_file: str | None = None
+    """Private key file the operator uses for host SSH (facts, launch). Default: the
+    operator's ssh agent."""
+    ssh_known_hosts_file: str | None = None
+    """known_hosts to verify host keys against (strict). Default: not verified."""
+
+
+class Alerts(_Model):
+    """Thresholds of the alert rules Prometheus evaluates (README "Monitoring")."""
+
+    stall_intervals: Annotated[int, Field(ge=3, le=1000)] = 8
+    """DssRankStalled: a rank whose step has not advanced for this many scrape
+    intervals while another rank of its run advanced or still answers (its process
+    stopped or hung). At least 3: ranks are scraped up to one interval apart. Also
+    the `for` of DssTargetDown, DssRankSlow and DssGpuMemoryHigh. Default 8."""
+    slow_rank_factor: Annotated[float, Field(gt=1.0, le=100.0)] = 2.0
+    """DssRankSlow: a rank whose own compute time per step (batch and forward pass,
+    over the stall window) exceeds the median of its run by this factor. Default 2."""
+    gpu_memory_ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.95
+    """DssGpuMemoryHigh: GPU memory used / total above this. Default 0.95."""
+    checkpoint_max_age: str = "2h"
+    """DssCheckpointOverdue: a run whose newest complete checkpoint (or, before the
+    first, its start) is older than this. Default `2h`."""
+
+    @field_validator("checkpoint_max_age")
+    @classmethod
+    def _age(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+
+class Monitoring(_Model):
+    """Prometheus, node exporters and per-rank metrics (README "Monitoring")."""
+
+    enabled: bool = False
+    """Deploy Prometheus on the master host and a node exporter on every host, and
+    have every rank serve metrics. Default false: nothing of it exists."""
+    rank_metrics_port: Port = 9410
+    """First port of the ranks' metrics, inside the training tasks on the overlay:
+    local rank i serves on this + i. Default 9410."""
+    prometheus_port: Port = 9090
+    """Port Prometheus is published on, on the master host only (host mode). Default 9090."""
+    node_exporter_port: Port = 9100
+    """Port of the node exporters on the overlay (not published). Default 9100."""
+    scrape_interval: str = "15s"
+    """How often Prometheus scrapes every target. Default `15s`."""
+    evaluation_interval: str = "15s"
+    """How often Prometheus evaluates the alert rules. Default `15s`."""
+    retention: str = "15d"
+    """How long Prometheus keeps samples (`--storage.tsdb.retention.time`). Default `15d`."""
+    storage: str = "dss-prometheus"
+    """Prometheus' data on the master host: a named volume, or an absolute host path
+    owned by uid 65534 (e.g. under the shared data dir). Default volume `dss-prometheus`."""
+    context: str = "monitoring"
+    """Build context of the monitoring image, relative to the project. Default `monitoring`."""
+    repository: str = "deepspeed-swarm/monitoring"
+    """Repository of the monitoring image (pushed to `image.registry`, built on
+    `image.build_host` like the training image). Default `deepspeed-swarm/monitoring`."""
+    base_image: str = "dss-monitoring-base:trixie"
+    """Base with Debian's prometheus and prometheus-node-exporter, made on the build
+    host by `monitoring/build-base`. Default `dss-monitoring-base:trixie`."""
+    alerts: Alerts = Alerts()
+    """Alert thresholds."""
+
+    @field_validator("scrape_interval", "evaluation_interval")
+    @classmethod
+    def _interval(cls, v: str) -> str:
+        if duration_seconds(v) < 1:
+            raise ValueError("allowed: at least 1s")
+        return v
+
+    @field_validator("retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        if not _PROM_DURATION.match(v):
+            raise ValueError("allowed: a Prometheus duration: <n> and one of ms, s, m, h, d, w, y")
+        return v
+
+    @property
+    def scrape_seconds(self) -> int:
+        return duration_seconds(self.scrape_interval)
+
+    @property
+    def stall_window_seconds(self) -> int:
+        """The stall window: stall_intervals scrape intervals."""
+        return self.alerts.stall_intervals * self.scrape_seconds

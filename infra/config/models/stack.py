@@ -1,0 +1,120 @@
+"""The whole stack configuration: the top-level keys, their cross-key rules, derived views."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, field_validator, model_validator
+
+from infra.config.models.base import MODEL_CONFIG
+from infra.config.models.cluster import Host, Network
+from infra.config.models.job import Image, Training
+from infra.config.models.services import Jupyter, Monitoring, Preflight
+from infra.config.rules import findings
+
+# Top-level config keys (all in the `deepspeed-swarm:` namespace).
+CONFIG_KEYS = (
+    "hosts",
+    "network",
+    "image",
+    "training",
+    "secrets",
+    "preflight",
+    "jupyter",
+    "monitoring",
+)
+
+
+_SECRET_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+
+
+class StackConfig(BaseModel):
+    """The whole validated stack configuration."""
+
+    model_config = MODEL_CONFIG
+
+    hosts: list[Host]
+    """The servers; the first is the master (rank 0), the first manager the leader."""
+    network: Network = Network()
+    """The overlay network."""
+    image: Image = Image()
+    """The training image."""
+    training: Training = Training()
+    """The training job."""
+    secret_names: list[str] = []
+    """Names of the values under `secrets` (the values never enter this model)."""
+    preflight: Preflight = Preflight()
+    """Host checks before services are created."""
+    jupyter: Jupyter = Jupyter()
+    """JupyterLab on the master (optional, off by default)."""
+    monitoring: Monitoring = Monitoring()
+    """Prometheus, node exporters and per-rank metrics."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _at_least_one_host(cls, v: list[Host]) -> list[Host]:
+        if not v:
+            raise ValueError("no hosts; allowed: one or more hosts")
+        return v
+
+    @field_validator("secret_names")
+    @classmethod
+    def _secret_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not _SECRET_NAME.match(name):
+                raise ValueError(
+                    f"secret name {name!r} is not allowed; allowed: [a-z0-9_], starting "
+                    "with a letter or digit (it becomes a file under /run/secrets)"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _cluster_rules(self) -> StackConfig:
+        # Every cross-key rule (infra/config/rules), in registry order.
+        problems = findings(self, "error")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def warnings(self) -> list[str]:
+        """What is valid but suspicious: `load()` shows these in the preview."""
+        return findings(self, "warning")
+
+    @property
+    def world_size(self) -> int:
+        """Ranks of the whole job: training hosts (spares excluded) x ranks per node."""
+        return len(self.training_hosts) * self.training.ranks_per_node
+
+    # -- derived views the components use -------------------------------------------
+    @property
+    def managers(self) -> list[Host]:
+        return [h for h in self.hosts if h.role == "manager"]
+
+    @property
+    def leader(self) -> Host:
+        """The manager that initialises the swarm and owns swarm-scoped objects."""
+        return self.managers[0]
+
+    @property
+    def master(self) -> Host:
+        """The host that runs `ds-master` (rank 0): the first host in the list."""
+        return self.hosts[0]
+
+    @property
+    def active_hosts(self) -> list[Host]:
+        """The hosts Swarm may place tasks on (every host but drained ones)."""
+        return [h for h in self.hosts if h.availability == "active"]
+
+    @property
+    def training_hosts(self) -> list[Host]:
+        """The hosts that carry a training task when all are up (active, not spares)."""
+        return [h for h in self.active_hosts if not h.spare]
+
+    @property
+    def spares(self) -> list[Host]:
+        return [h for h in self.hosts if h.spare]
+
+    @property
+    def workers(self) -> list[Host]:
+        """The training hosts besides the master: one `ds-worker` task each."""
+        return self.training_hosts[1:]

@@ -1,0 +1,310 @@
+"""Every cross-key rule, in the order it runs.
+
+A rule is a free function of the validated models that returns one message per
+problem; each message names the key, the value and what is allowed. Errors refuse
+the stack (StackConfig's model validator raises them all); warnings show in the
+preview (`load()` passes them to pulumi.log.warn). docs/configuration.md's rule
+table is generated from `RULES`, one row per rule, with its `summary`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from infra.config.rules import (
+    deepspeed,
+    hosts,
+    image,
+    monitoring,
+    mounts,
+    network,
+    ports,
+    training,
+)
+from infra.layout import DEFAULT_SCRIPT
+
+if TYPE_CHECKING:
+    from infra.config.models.stack import StackConfig
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-key rule: errors refuse the stack, warnings show in the preview."""
+
+    key: str
+    severity: Severity
+    summary: str
+    check: Callable[[StackConfig], list[str]]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("hosts", "error", "Each host name and address appears once.", hosts.unique_hosts),
+    Rule(
+        "hosts[].role",
+        "error",
+        "1, 3, 5 or 7 managers (an odd number keeps Raft quorum).",
+        hosts.manager_quorum,
+    ),
+    Rule(
+        "training.gpus_per_node",
+        "error",
+        "At most the GPUs every host declares.",
+        training.gpu_capacity,
+    ),
+    Rule(
+        "network.mtu",
+        "error",
+        "Overlay MTU + VXLAN (+ IPsec when encrypted) fits the underlay MTU.",
+        network.mtu_path,
+    ),
+    Rule(
+        "training.master_port",
+        "error",
+        "Not the tasks' sshd port nor a port Swarm holds.",
+        ports.master_port,
+    ),
+    Rule(
+        "hosts[].spare",
+        "error",
+        "The master is neither spare nor drained; spares need pdsh.",
+        hosts.spares,
+    ),
+    Rule(
+        "training.launch_mode",
+        "error",
+        "pdsh needs at least one worker host.",
+        training.workers_for_launcher,
+    ),
+    Rule(
+        "hosts[].address",
+        "error",
+        "An IP address or an RFC 1123 DNS host name.",
+        hosts.host_addresses,
+    ),
+    Rule(
+        "hosts[].docker_host",
+        "error",
+        "One Docker engine endpoint per host.",
+        hosts.unique_engines,
+    ),
+    Rule("hosts[].gpus.uuids", "error", "A GPU UUID belongs to one host.", hosts.unique_gpus),
+    Rule(
+        "preflight.min_driver_version",
+        "error",
+        "A dotted numeric version (e.g. 550.54).",
+        hosts.driver_version,
+    ),
+    Rule(
+        "network.name",
+        "error",
+        "A name Swarm accepts: letters, digits, inner '-'/'_', 56 max.",
+        network.network_name,
+    ),
+    Rule(
+        "image.repository",
+        "error",
+        "A Docker repository path: lower-case components.",
+        image.repository,
+    ),
+    Rule(
+        "image.registry",
+        "error",
+        "host[:port], as in a Docker image reference.",
+        image.registry,
+    ),
+    Rule(
+        "image.build_args",
+        "error",
+        "Only ARGs the Dockerfile declares (images/Dockerfile: "
+        f"{', '.join(image.IMAGE_ARGS)}) or Docker's predefined proxy args; DSS_UID, if "
+        "set, is the uid the tasks run as.",
+        image.build_args,
+    ),
+    Rule(
+        "training.data_dir, training.datasets[]",
+        "error",
+        "Bind sources and targets are absolute.",
+        mounts.absolute_paths,
+    ),
+    Rule(
+        "training.datasets[].target",
+        "error",
+        "Clear of /data, /dev/shm, /run/secrets and the image home, and of each other.",
+        mounts.mount_targets,
+    ),
+    Rule(
+        "training.datasets[].source",
+        "warning",
+        "Not the shared data_dir (or inside it).",
+        mounts.dataset_sources,
+    ),
+    Rule(
+        "monitoring.storage",
+        "error",
+        "With monitoring: an absolute host path or a Docker volume name (not a relative path).",
+        mounts.prometheus_storage,
+    ),
+    Rule("network.subnet", "error", "Clear of the hosts' own addresses.", network.subnet_hosts),
+    Rule(
+        "network.subnet",
+        "error",
+        f"Room for {network.OVERLAY_ADDRS_PER_NODE} overlay addresses per host (task, warm-up, "
+        "LB); with monitoring one more per host (node exporter) and one for Prometheus.",
+        network.subnet_size,
+    ),
+    Rule(
+        "network.subnet",
+        "warning",
+        "Clear of Docker's ingress and local address pools.",
+        network.subnet_pools,
+    ),
+    Rule(
+        "training.env",
+        "error",
+        "No variable the launcher sets per rank or the stack derives.",
+        training.env_owned,
+    ),
+    Rule(
+        "training.env",
+        "error",
+        f"{', '.join(training.NETWORK_ENV)}: only the value the stack derives from the "
+        "overlay and hosts[].rdma_interface.",
+        training.env_network,
+    ),
+    Rule(
+        "training.checkpoint_every",
+        "warning",
+        "At most training.steps.",
+        training.checkpoint_cadence,
+    ),
+    Rule(
+        "training.stop_grace_period",
+        "warning",
+        f"At least {training.MIN_CHECKPOINT_GRACE_S}s.",
+        training.grace_fits_checkpoint,
+    ),
+    Rule(
+        "training.shm_size",
+        "error",
+        f"At least {training.MIN_SHM_BYTES >> 20}m; on one CPU node "
+        f"{training.SHM_COMM_BYTES_PER_RANK >> 20}m per rank (DeepSpeed's shm all-reduce).",
+        training.shm_size,
+    ),
+    Rule(
+        "monitoring.rank_metrics_port",
+        "error",
+        "With monitoring: the ranks' ports (one per local rank) clear of the master and "
+        "sshd ports and of Swarm's.",
+        ports.rank_metrics_ports,
+    ),
+    Rule(
+        "monitoring.prometheus_port",
+        "error",
+        "With monitoring: not a port Swarm holds nor the master host's SSH port.",
+        ports.prometheus_port,
+    ),
+    Rule(
+        "training.sshd_port",
+        "error",
+        "Not a port Swarm holds (as for training.master_port).",
+        ports.sshd_port,
+    ),
+    Rule(
+        "jupyter.port",
+        "error",
+        "With JupyterLab: not a port Swarm holds, the master host's SSH port nor (with "
+        "monitoring) Prometheus' port, all on the master host.",
+        ports.jupyter_port,
+    ),
+    Rule(
+        "monitoring.enabled",
+        "error",
+        "The master host (hosts[0]), where Prometheus runs, is a manager.",
+        monitoring.prometheus_on_a_manager,
+    ),
+    Rule(
+        "monitoring.evaluation_interval",
+        "warning",
+        "At most the scrape interval (alerts would lag the data).",
+        monitoring.evaluation_interval,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "train_batch_size = micro batch x gradient accumulation x world size (hosts x ranks "
+        "per node); a missing one of the three must divide out evenly.",
+        deepspeed.ds_batch,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        f"With the image's {DEFAULT_SCRIPT}: train_micro_batch_size_per_gpu, "
+        "gradient_accumulation_steps and optimizer.type are set.",
+        deepspeed.ds_image_trainer,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "zero_optimization.stage is 0, 1, 2 or 3.",
+        deepspeed.ds_zero_stage,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "fp16 and bf16 are not both enabled.",
+        deepspeed.ds_precision,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "optimizer.type is a DeepSpeed optimizer or a torch.optim class; no max_grad_norm param.",
+        deepspeed.ds_optimizer,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "scheduler.type is a DeepSpeed schedule or a torch.optim.lr_scheduler class.",
+        deepspeed.ds_scheduler,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "Under ZeRO (stage 1-3): no 1-bit Adam/Lamb or 0/1 Adam; an optimizer other than "
+        "Adam, AdamW, Adagrad, Lion (or Muon) needs zero_allow_untested_optimizer.",
+        deepspeed.ds_zero_optimizer,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "Lamb and OneBitLamb: dynamic loss scaling (no bf16; fp16 with loss_scale 0).",
+        deepspeed.ds_dynamic_loss_scale,
+    ),
+    Rule(
+        "training.ds_config",
+        "error",
+        "offload_optimizer: a ratio below 1 only at stage 3; on GPUs, with a DeepSpeed "
+        "CPU optimizer, not at stage 0.",
+        deepspeed.ds_offload_optimizer,
+    ),
+    Rule(
+        "training.ds_config",
+        "warning",
+        "On a CPU-only run: no ZeRO offload, no fp16.",
+        deepspeed.ds_cpu_only,
+    ),
+    Rule(
+        "training.ds_config",
+        "warning",
+        "offload_param only at ZeRO stage 3 (DeepSpeed ignores it below).",
+        deepspeed.ds_offload_param,
+    ),
+)
+
+
+def findings(cfg: StackConfig, severity: Severity) -> list[str]:
+    """The messages of every rule of one severity, in registry order."""
+    return [msg for r in RULES if r.severity == severity for msg in r.check(cfg)]

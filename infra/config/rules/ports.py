@@ -1,0 +1,95 @@
+"""Rules about ports: inside the training tasks, and published on the master host.
+
+Two places hold ports. Inside every training task (one network namespace): the
+rendezvous port, the tasks' sshd and, with monitoring, one metrics port per local
+rank. On the master host itself (host-mode publishing, no routing mesh): JupyterLab,
+Prometheus, the host's own sshd and Swarm's ports. Swarm's ports are kept out of
+the task ports too, as the master port always has been.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infra.config.models.stack import StackConfig
+
+# Ports Swarm itself holds on every host: a master port here would collide.
+SWARM_PORTS = {2377: "swarm management", 7946: "swarm gossip", 4789: "VXLAN data path"}
+
+
+def master_port(cfg: StackConfig) -> list[str]:
+    t = cfg.training
+    taken = {**SWARM_PORTS, t.sshd_port: "training.sshd_port"}
+    if t.master_port in taken:
+        return [
+            f"training.master_port: {t.master_port} collides with {taken[t.master_port]}; "
+            f"allowed: any port except {sorted(taken)}"
+        ]
+    return []
+
+
+def sshd_port(cfg: StackConfig) -> list[str]:
+    # Its pair with the master port is master_port's; here the rest.
+    port = cfg.training.sshd_port
+    if port not in SWARM_PORTS:
+        return []
+    return [
+        f"training.sshd_port: {port} collides with {SWARM_PORTS[port]}; allowed: any port "
+        f"except {sorted(SWARM_PORTS)}"
+    ]
+
+
+def rank_metrics_ports(cfg: StackConfig) -> list[str]:
+    mon, t = cfg.monitoring, cfg.training
+    if not mon.enabled:
+        return []
+    ports = range(mon.rank_metrics_port, mon.rank_metrics_port + t.ranks_per_node)
+    taken = {
+        **SWARM_PORTS,
+        t.master_port: "training.master_port",
+        t.sshd_port: "training.sshd_port",
+    }
+    if ports.stop - 1 > 65535:
+        return [
+            f"monitoring.rank_metrics_port: {mon.rank_metrics_port} + {t.ranks_per_node} "
+            f"ranks per node runs past 65535; allowed: at most {65536 - t.ranks_per_node}"
+        ]
+    return [
+        f"monitoring.rank_metrics_port: local rank {p - ports.start} would serve on {p}, "
+        f"which is {taken[p]}; allowed: a base port whose {t.ranks_per_node} ports "
+        f"({ports.start}-{ports.stop - 1}) avoid {sorted(taken)}"
+        for p in ports
+        if p in taken
+    ]
+
+
+def prometheus_port(cfg: StackConfig) -> list[str]:
+    mon = cfg.monitoring
+    if not mon.enabled:
+        return []
+    taken = {**SWARM_PORTS, cfg.master.ssh_port: f"hosts[0].ssh_port ({cfg.master.name})"}
+    if mon.prometheus_port not in taken:
+        return []
+    return [
+        f"monitoring.prometheus_port: {mon.prometheus_port} is published on the master "
+        f"host, where it is {taken[mon.prometheus_port]}; allowed: any port except "
+        f"{sorted(taken)}"
+    ]
+
+
+def jupyter_port(cfg: StackConfig) -> list[str]:
+    # Swarm would leave the task pending ("host-mode port already in use"), or
+    # Docker fails it at start: only `pulumi up` would tell.
+    if not cfg.jupyter.enabled:
+        return []
+    taken = {**SWARM_PORTS, cfg.master.ssh_port: f"hosts[0].ssh_port ({cfg.master.name})"}
+    if cfg.monitoring.enabled:
+        taken[cfg.monitoring.prometheus_port] = "monitoring.prometheus_port"
+    port = cfg.jupyter.port
+    if port not in taken:
+        return []
+    return [
+        f"jupyter.port: {port} is published on the master host, where it is {taken[port]}; "
+        f"allowed: any port except {sorted(taken)}"
+    ]

@@ -1,0 +1,177 @@
+"""Rules about the training job: GPUs per node, launcher, environment, checkpoints, /dev/shm."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infra.config.units import duration_seconds, size_bytes
+
+if TYPE_CHECKING:
+    from infra.config.models.stack import StackConfig
+
+# Set per rank by deepspeed's launcher, torchrun or torch.distributed: a stack-wide
+# value would give every rank the same rank.
+LAUNCHER_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "CROSS_RANK",
+    "CROSS_SIZE",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE",
+)
+# What render.training_env derives from other keys: the key to set instead.
+STACK_ENV = {
+    "DSS_RUN": "training.run_name",
+    "DSS_SSH_PORT": "training.sshd_port",
+    "DSS_SSH_PRIVATE_KEY_FILE": "secrets (the stack's SSH key pair)",
+    "DSS_SSH_PUBLIC_KEY_FILE": "secrets (the stack's SSH key pair)",
+    "DSS_REQUIRE_SSH_KEY": "secrets (the stack's SSH key pair)",
+    "DSS_DATA_DIR": "training.data_dir",
+    "DS_ACCELERATOR": "training.cpu_only",
+    "DSS_METRICS_PORT": "monitoring.rank_metrics_port",
+    "DSS_NODE": "monitoring (the Swarm node's hostname)",
+    "NCCL_SOCKET_IFNAME": "network (the overlay, every task's eth0)",
+    "GLOO_SOCKET_IFNAME": "network (the overlay, every task's eth0)",
+    "NCCL_IB_HCA": "hosts[].rdma_interface",
+    "NCCL_IB_DISABLE": "hosts[].rdma_interface (set on no host)",
+}
+# Of those, the ones an older stack file may still repeat with the value the stack
+# derives anyway (Pulumi.prod.yaml sets NCCL_SOCKET_IFNAME: eth0): only another
+# value is refused.
+NETWORK_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE")
+# The task's interface on the overlay, its only network (render.training_env).
+OVERLAY_IFNAME = "eth0"
+# Below this a final checkpoint of a real model rarely finishes before SIGKILL.
+MIN_CHECKPOINT_GRACE_S = 30
+# /dev/shm, the tmpfs infra/services.py sizes from training.shm_size. Never below
+# Docker's own 64 MiB default, which NCCL's shared-memory transport (a segment of
+# about 9 MiB per peer and channel) and the DataLoader's workers (every batch
+# passes through it) already outgrow: smaller ends in "failed to extend /dev/shm"
+# or a Bus error mid-step.
+MIN_SHM_BYTES = 64 << 20
+# DeepSpeed's CPU all-reduce (csrc/cpu/comm/shm.cpp, prebuilt in the image) maps
+# one workspace per local rank in /dev/shm when every rank is on one node:
+# 2 x NAIVE_ALLREDUCE_THRESHOLD (1 MiB) + 2 x MAX_BUF_SIZE (32 MiB) and a header.
+SHM_COMM_BYTES_PER_RANK = 67 << 20
+
+
+def gpu_capacity(cfg: StackConfig) -> list[str]:
+    want = cfg.training.gpus_per_node
+    return [
+        f"training.gpus_per_node: {want} is more than host {h.name!r} declares "
+        f"(hosts[{i}].gpus.count={h.gpus.count}); allowed: 0..{h.gpus.count}"
+        for i, h in enumerate(cfg.hosts)
+        if want > h.gpus.count
+    ]
+
+
+def workers_for_launcher(cfg: StackConfig) -> list[str]:
+    if len(cfg.training_hosts) > 1 or cfg.training.launch_mode == "no_ssh":
+        return []
+    if cfg.training.launcher == "torchrun":
+        return []
+    return [
+        f"training.launch_mode: {cfg.training.launch_mode!r} is a multi-node launcher "
+        "but the stack has zero workers (one host); allowed: add worker hosts, or "
+        "launch_mode 'no_ssh'"
+    ]
+
+
+def env_owned(cfg: StackConfig) -> list[str]:
+    out = []
+    for name in cfg.training.env:
+        if name in LAUNCHER_ENV:
+            out.append(
+                f"training.env: {name} is set per rank by the launcher; allowed: any "
+                f"variable except {', '.join(LAUNCHER_ENV)}"
+            )
+        elif name in STACK_ENV and name not in NETWORK_ENV:
+            out.append(
+                f"training.env: {name} is derived from {STACK_ENV[name]}; allowed: set "
+                "that key instead"
+            )
+    return out
+
+
+def network_env(cfg: StackConfig) -> dict[str, str]:
+    """The NCCL and gloo variables render.training_env derives (NETWORK_ENV)."""
+    env = {"NCCL_SOCKET_IFNAME": OVERLAY_IFNAME, "GLOO_SOCKET_IFNAME": OVERLAY_IFNAME}
+    rdma = sorted({h.rdma_interface for h in cfg.hosts if h.rdma_interface})
+    if rdma:
+        env["NCCL_IB_HCA"] = ",".join(rdma)
+    else:
+        env["NCCL_IB_DISABLE"] = "1"
+    return env
+
+
+def env_network(cfg: StackConfig) -> list[str]:
+    derived = network_env(cfg)
+    out = []
+    for name, value in cfg.training.env.items():
+        if name not in NETWORK_ENV or derived.get(name) == value:
+            continue
+        source = STACK_ENV[name]
+        if name in derived:
+            out.append(
+                f"training.env: {name}={value!r} overrides {derived[name]!r}, derived from "
+                f"{source}; allowed: {derived[name]!r} or unset (set that key instead)"
+            )
+        else:
+            out.append(
+                f"training.env: {name}={value!r} contradicts {source}, from which the stack "
+                f"derives no {name}; allowed: unset (set that key instead)"
+            )
+    return out
+
+
+def checkpoint_cadence(cfg: StackConfig) -> list[str]:
+    t = cfg.training
+    if t.checkpoint_every <= t.steps:
+        return []
+    return [
+        f"training.checkpoint_every: {t.checkpoint_every} > training.steps {t.steps}: "
+        "the only checkpoint is the final one; a failure restarts from step 0"
+    ]
+
+
+def grace_fits_checkpoint(cfg: StackConfig) -> list[str]:
+    grace = duration_seconds(cfg.training.stop_grace_period)
+    if grace >= MIN_CHECKPOINT_GRACE_S:
+        return []
+    return [
+        f"training.stop_grace_period: {cfg.training.stop_grace_period} leaves little time "
+        "for the final checkpoint before SIGKILL; suggested: at least "
+        f"{MIN_CHECKPOINT_GRACE_S}s"
+    ]
+
+
+def shm_size(cfg: StackConfig) -> list[str]:
+    t = cfg.training
+    have = size_bytes(t.shm_size)
+    if have < MIN_SHM_BYTES:
+        return [
+            f"training.shm_size: {t.shm_size!r} is {have >> 20} MiB, less than Docker's own "
+            f"/dev/shm; allowed: at least {MIN_SHM_BYTES >> 20}m (NCCL's shared-memory "
+            "transport and the DataLoader's workers need more, not less)"
+        ]
+    on_cpu = t.cpu_only or t.gpus_per_node == 0
+    need = SHM_COMM_BYTES_PER_RANK * t.ranks_per_node
+    if on_cpu and len(cfg.training_hosts) == 1 and have < need:
+        return [
+            f"training.shm_size: {t.shm_size!r} is {have >> 20} MiB but DeepSpeed's CPU "
+            f"all-reduce maps {SHM_COMM_BYTES_PER_RANK >> 20} MiB per rank in /dev/shm when "
+            f"all {t.ranks_per_node} ranks are on one node; allowed: at least {need >> 20}m"
+        ]
+    return []

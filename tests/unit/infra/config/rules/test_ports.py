@@ -1,0 +1,86 @@
+"""infra.config.rules.ports: each rule with its exact message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.config import parse_stack_config
+from tests.unit.infra.config.checks import monitored, problems
+
+pytestmark = pytest.mark.unit
+
+
+def test_master_port_collides_with_sshd(raw: dict[str, Any]) -> None:
+    """A master port equal to the tasks' sshd port is refused."""
+    raw["training"]["master_port"] = 2222
+    assert problems(raw) == [
+        "training.master_port: 2222 collides with training.sshd_port; allowed: any port "
+        "except [2222, 2377, 4789, 7946]"
+    ]
+
+
+def test_master_port_collides_with_swarm(raw: dict[str, Any]) -> None:
+    """A master port on a Swarm port is refused, naming what holds it."""
+    raw["training"]["master_port"] = 2377
+    assert problems(raw)[0].startswith("training.master_port: 2377 collides with swarm management")
+
+
+def test_rank_metrics_ports_clear_of_the_master_port(raw: dict[str, Any]) -> None:
+    """A rank metrics port range (8 ranks per node) reaching the master port is refused."""
+    monitored(raw, rank_metrics_port=29495)
+    assert problems(raw) == [
+        "monitoring.rank_metrics_port: local rank 5 would serve on 29500, which is "
+        "training.master_port; allowed: a base port whose 8 ports (29495-29502) avoid "
+        "[2222, 2377, 4789, 7946, 29500]"
+    ]
+
+
+def test_rank_metrics_ports_are_not_checked_when_off(raw: dict[str, Any]) -> None:
+    """With monitoring off no rank serves metrics: the port is not checked."""
+    raw["monitoring"] = {"rank_metrics_port": 29500}
+    assert not parse_stack_config(raw).monitoring.enabled
+
+
+def test_prometheus_port_clear_of_swarm(raw: dict[str, Any]) -> None:
+    """Prometheus published on a port Swarm holds on the master host is refused."""
+    monitored(raw, prometheus_port=7946)
+    assert problems(raw) == [
+        "monitoring.prometheus_port: 7946 is published on the master host, where it is swarm "
+        "gossip; allowed: any port except [22, 2377, 4789, 7946]"
+    ]
+
+
+def test_sshd_port_on_a_swarm_port(raw: dict[str, Any]) -> None:
+    """The tasks' sshd on a port Swarm holds is refused."""
+    raw["training"]["sshd_port"] = 7946
+    assert problems(raw) == [
+        "training.sshd_port: 7946 collides with swarm gossip; allowed: any port except "
+        "[2377, 4789, 7946]"
+    ]
+
+
+def test_jupyter_port_on_the_master_ssh_port(raw: dict[str, Any]) -> None:
+    """JupyterLab published on the master host's SSH port is refused."""
+    raw["jupyter"] = {"enabled": True, "port": 22}
+    assert problems(raw) == [
+        "jupyter.port: 22 is published on the master host, where it is hosts[0].ssh_port "
+        "(gpu-01); allowed: any port except [22, 2377, 4789, 7946]"
+    ]
+
+
+def test_jupyter_port_on_the_prometheus_port(raw: dict[str, Any]) -> None:
+    """JupyterLab and Prometheus published on one port of the master host is refused."""
+    raw["jupyter"] = {"enabled": True, "port": 9090}
+    monitored(raw)
+    assert problems(raw) == [
+        "jupyter.port: 9090 is published on the master host, where it is "
+        "monitoring.prometheus_port; allowed: any port except [22, 2377, 4789, 7946, 9090]"
+    ]
+
+
+def test_jupyter_port_unchecked_when_off(raw: dict[str, Any]) -> None:
+    """With JupyterLab off nothing is published: its port is not checked."""
+    raw["jupyter"] = {"port": 22}
+    assert not parse_stack_config(raw).jupyter.enabled

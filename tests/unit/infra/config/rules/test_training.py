@@ -1,0 +1,167 @@
+"""infra.config.rules.training: each rule with its exact message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.config import parse_stack_config
+from tests.unit.infra.config.checks import problems, warnings_of
+from tests.unit.infra.samples import host
+
+pytestmark = pytest.mark.unit
+
+
+def test_gpus_per_node_exceeds_host(raw: dict[str, Any]) -> None:
+    """Asking more GPUs per node than a host declares names that host."""
+    raw["hosts"][2]["gpus"]["count"] = 4
+    assert problems(raw) == [
+        "training.gpus_per_node: 8 is more than host 'gpu-03' declares "
+        "(hosts[2].gpus.count=4); allowed: 0..4"
+    ]
+
+
+def test_zero_workers_with_multi_node_launcher() -> None:
+    """pdsh with a single host (zero workers) is refused; no_ssh is the way out."""
+    raw = {"hosts": [host(1, "manager")], "training": {"launch_mode": "pdsh"}}
+    assert problems(raw) == [
+        "training.launch_mode: 'pdsh' is a multi-node launcher but the stack has zero workers "
+        "(one host); allowed: add worker hosts, or launch_mode 'no_ssh'"
+    ]
+
+
+@pytest.mark.parametrize("name", ["RANK", "LOCAL_WORLD_SIZE", "CROSS_RANK", "NODE_RANK"])
+def test_env_launcher_owned(raw: dict[str, Any], name: str) -> None:
+    """A variable the launcher sets per rank is refused in training.env."""
+    raw["training"]["env"] = {name: "0"}
+    assert problems(raw) == [
+        f"training.env: {name} is set per rank by the launcher; allowed: any variable except "
+        "RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK, "
+        "GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, CROSS_RANK, CROSS_SIZE, "
+        "CUDA_VISIBLE_DEVICES, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, "
+        "TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_USE_AGENT_STORE"
+    ]
+
+
+def test_env_stack_owned(raw: dict[str, Any]) -> None:
+    """A variable the stack derives from another key is refused, naming that key."""
+    raw["training"]["env"] = {"DSS_SSH_PORT": "22"}
+    assert problems(raw) == [
+        "training.env: DSS_SSH_PORT is derived from training.sshd_port; allowed: set that "
+        "key instead"
+    ]
+
+
+def test_metrics_env_is_derived(raw: dict[str, Any]) -> None:
+    """DSS_METRICS_PORT in training.env is refused: monitoring.rank_metrics_port sets it."""
+    raw["training"]["env"] = {"DSS_METRICS_PORT": "9999"}
+    assert problems(raw) == [
+        "training.env: DSS_METRICS_PORT is derived from monitoring.rank_metrics_port; allowed: "
+        "set that key instead"
+    ]
+
+
+def test_checkpoint_after_last_step_warns(raw: dict[str, Any]) -> None:
+    """checkpoint_every above steps is a warning: only the final checkpoint is written."""
+    raw["training"].update(steps=100, checkpoint_every=500)
+    assert warnings_of(raw) == [
+        "training.checkpoint_every: 500 > training.steps 100: the only checkpoint is the final "
+        "one; a failure restarts from step 0"
+    ]
+
+
+def test_short_grace_period_warns(raw: dict[str, Any]) -> None:
+    """A stop grace period under 30s is a warning."""
+    raw["training"]["stop_grace_period"] = "10s"
+    assert warnings_of(raw) == [
+        "training.stop_grace_period: 10s leaves little time for the final checkpoint before "
+        "SIGKILL; suggested: at least 30s"
+    ]
+
+
+def test_nccl_socket_ifname_overridden(raw: dict[str, Any]) -> None:
+    """NCCL_SOCKET_IFNAME other than the overlay's interface is refused."""
+    raw["training"]["env"] = {"NCCL_SOCKET_IFNAME": "ib0"}
+    assert problems(raw) == [
+        "training.env: NCCL_SOCKET_IFNAME='ib0' overrides 'eth0', derived from network (the "
+        "overlay, every task's eth0); allowed: 'eth0' or unset (set that key instead)"
+    ]
+
+
+def test_network_env_with_the_derived_value_passes(raw: dict[str, Any]) -> None:
+    """Repeating the value the stack derives (as Pulumi.prod.yaml does) is accepted."""
+    raw["training"]["env"] = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}
+    assert parse_stack_config(raw).training.env["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_nccl_ib_hca_without_rdma(raw: dict[str, Any]) -> None:
+    """NCCL_IB_HCA with no hosts[].rdma_interface (the stack disables IB) is refused."""
+    raw["training"]["env"] = {"NCCL_IB_HCA": "mlx5_0"}
+    assert problems(raw) == [
+        "training.env: NCCL_IB_HCA='mlx5_0' contradicts hosts[].rdma_interface, from which "
+        "the stack derives no NCCL_IB_HCA; allowed: unset (set that key instead)"
+    ]
+
+
+def test_nccl_ib_disable_with_rdma(raw: dict[str, Any]) -> None:
+    """NCCL_IB_DISABLE while hosts declare RDMA devices is refused."""
+    for h in raw["hosts"]:
+        h["rdma_interface"] = "mlx5_0"
+    raw["training"]["env"] = {"NCCL_IB_DISABLE": "1"}
+    assert problems(raw) == [
+        "training.env: NCCL_IB_DISABLE='1' contradicts hosts[].rdma_interface (set on no "
+        "host), from which the stack derives no NCCL_IB_DISABLE; allowed: unset (set that key "
+        "instead)"
+    ]
+
+
+@pytest.mark.parametrize("rdma", [None, "mlx5_0"])
+def test_network_env_is_what_render_derives(raw: dict[str, Any], rdma: str | None) -> None:
+    """The NCCL/gloo values the rule allows are the ones render.training_env sets."""
+    from infra import render
+    from infra.config.rules.training import NETWORK_ENV, network_env
+
+    for h in raw["hosts"]:
+        h["rdma_interface"] = rdma
+    cfg = parse_stack_config(raw)
+    env = render.training_env(cfg)
+    assert network_env(cfg) == {k: env[k] for k in NETWORK_ENV if k in env}
+
+
+def test_every_derived_variable_is_guarded(raw: dict[str, Any]) -> None:
+    """Every variable render.training_env derives is in STACK_ENV (refused or pinned)."""
+    from infra import render
+    from infra.config import STACK_ENV
+
+    raw["hosts"][0]["rdma_interface"] = "mlx5_0"
+    raw["monitoring"] = {"enabled": True}
+    env = render.training_env(parse_stack_config(raw))
+    assert set(env) <= set(STACK_ENV), set(env) - set(STACK_ENV)
+
+
+def test_shm_below_docker_default(raw: dict[str, Any]) -> None:
+    """A /dev/shm smaller than Docker's own 64 MiB is refused."""
+    raw["training"]["shm_size"] = "32m"
+    assert problems(raw) == [
+        "training.shm_size: '32m' is 32 MiB, less than Docker's own /dev/shm; allowed: at "
+        "least 64m (NCCL's shared-memory transport and the DataLoader's workers need more, not "
+        "less)"
+    ]
+
+
+def test_shm_for_one_cpu_node(raw: dict[str, Any]) -> None:
+    """One CPU node needs DeepSpeed's shm all-reduce workspace per rank in /dev/shm."""
+    raw["hosts"] = [host(1, "manager")]
+    raw["training"] = {"cpu_only": True, "procs_per_node": 4, "launch_mode": "no_ssh"}
+    raw["training"]["shm_size"] = "256m"
+    assert problems(raw) == [
+        "training.shm_size: '256m' is 256 MiB but DeepSpeed's CPU all-reduce maps 67 MiB per "
+        "rank in /dev/shm when all 4 ranks are on one node; allowed: at least 268m"
+    ]
+
+
+def test_shm_for_cpu_nodes_across_hosts(raw: dict[str, Any]) -> None:
+    """Across several CPU nodes DeepSpeed's shm all-reduce is off: 64m is enough."""
+    raw["training"] = {"cpu_only": True, "procs_per_node": 4, "shm_size": "64m"}
+    assert parse_stack_config(raw).training.shm_size == "64m"
