@@ -359,7 +359,8 @@ def test_ds_batch_derivable(raw: dict[str, Any]) -> None:
     raw = ds(raw, train_batch_size=96)
     del raw["training"]["ds_config"]["gradient_accumulation_steps"]
     raw["training"]["script"] = "/app/mine.py"
-    assert parse_stack_config(raw).training.ds_config["train_batch_size"] == 96
+    ds_config = parse_stack_config(raw).training.ds_config
+    assert isinstance(ds_config, dict) and ds_config["train_batch_size"] == 96
 
 
 def test_ds_batch_not_positive(raw: dict[str, Any]) -> None:
