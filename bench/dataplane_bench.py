@@ -2,7 +2,7 @@
 on different lab hosts, over a Swarm overlay with MTU 9000, one with MTU 1500, and host
 networking (each lab host's own network namespace). Prints markdown tables and the command.
 
-    sudo .venv/bin/python bench/dataplane_bench.py [--hosts 8] [--sizes 1K 16K 256K 4M 64M]
+    sudo .venv/bin/python -m bench.dataplane_bench [--hosts 8] [--sizes 1K 16K 256K 4M 64M]
         [--tcp-seconds 5] [--rounds 3] [--quick]
 
 Starts its own lab (`python -m lab up --hosts N --swarm`) and always takes it down. Both
@@ -25,13 +25,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-ROOT_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT_DIR))
-
-from lab import config as c  # noqa: E402
+from harness import ROOT
+from harness.lab import CommandFailed, docker, docker_argv, docker_run, lab_cli, socket
+from lab import config as c
 
 IMAGE = f"{c.REGISTRY_ADDR}/deepspeed-swarm/train:lab-bench"
 PREFIX = "dssb"
@@ -144,15 +142,15 @@ def sh(*cmd: str, check: bool = True, timeout: float = 900) -> subprocess.Comple
 
 
 def hdocker(i: int, *args: str, check: bool = True, timeout: float = 900) -> str:
-    """The docker CLI against lab host i's own daemon."""
-    sock = c.LabPaths(c.lab_root()).host(i).socket
-    return sh("docker", "-H", f"unix://{sock}", *args, check=check, timeout=timeout).stdout
+    """The stdout of the docker CLI against lab host i's own daemon."""
+    if check:
+        return docker(i, *args, timeout=timeout)
+    return docker_run(i, *args, check=False, timeout=timeout).stdout
 
 
-def lab_cli(*args: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "lab", *args], cwd=ROOT_DIR, check=True, stdout=subprocess.DEVNULL
-    )
+def lab(*args: str) -> None:
+    """`python -m lab <args>` (its stderr on the terminal)."""
+    lab_cli(*args, capture=False, timeout=None)
 
 
 def parse_size(text: str) -> int:
@@ -172,10 +170,8 @@ def run_args(net: str, name: str, flag: str, hosts: int) -> list[str]:
     the lab hosts' names go into /etc/hosts: the machine's resolvers are not reachable from
     the lab, and torch's TCPStore looks up each peer's name (10 s per lookup otherwise)."""
     names = [f"--add-host={c.host_name(i)}:{c.host_addr(i)}" for i in range(1, hosts + 1)]
-    return [
-        "run", flag, "--name", name, "--network", net, "--no-healthcheck",
-        *(names if net == "host" else []), "--entrypoint", "python3", IMAGE, "-c", WORKER,
-    ]  # fmt: skip
+    run = ["run", flag, "--name", name, "--network", net, "--no-healthcheck"]
+    return [*run, *(names if net == "host" else []), "--entrypoint", "python3", IMAGE, "-c", WORKER]
 
 
 def remove_containers(hosts: int) -> None:
@@ -206,7 +202,7 @@ def allreduce(net: str, hosts: int, sizes: Sequence[int], tries: int = 3) -> dic
             res = _allreduce_once(net, hosts, sizes)
             res["attempts"] = attempt
             return res
-        except RuntimeError as e:
+        except (RuntimeError, CommandFailed) as e:
             if attempt == tries:
                 raise
             print(f"retrying the all-reduce over {net}: {str(e)[:300]}", file=sys.stderr)
@@ -217,17 +213,20 @@ def _allreduce_once(net: str, hosts: int, sizes: Sequence[int]) -> dict[str, Any
     master = c.host_addr(1) if net == "host" else f"{PREFIX}-r0"
     names = [f"{PREFIX}-r{r}" for r in range(hosts)]
     peers = ",".join(c.host_name(r + 1) if net == "host" else n for r, n in enumerate(names))
-    sock = c.LabPaths(c.lab_root()).host
     waits: list[subprocess.Popen[str]] = []
     try:
         for r, name in enumerate(names):
             args = ("allreduce", str(r), str(hosts), master, ",".join(map(str, sizes)), str(PORT))
             hdocker(r + 1, *run_args(net, name, "-d", hosts), *args, peers)
         waits = [
-            subprocess.Popen(["docker", "-H", f"unix://{sock(r + 1).socket}", "wait", n],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            subprocess.Popen(
+                [*docker_argv(r + 1), "wait", n],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
             for r, n in enumerate(names)
-        ]  # fmt: skip
+        ]
         deadline = time.monotonic() + 1800
         codes: dict[int, str] = {}
         while len(codes) < hosts and time.monotonic() < deadline:
@@ -239,10 +238,9 @@ def _allreduce_once(net: str, hosts: int, sizes: Sequence[int]) -> dict[str, Any
             time.sleep(0.5)
         if len(codes) < hosts or any(x != "0" for x in codes.values()):
             logs = {
-                n: sh("docker", "-H", f"unix://{sock(r + 1).socket}", "logs", n, check=False)
-                .stderr[-600:]
+                n: docker_run(r + 1, "logs", n, check=False, timeout=900).stderr[-600:]
                 for r, n in enumerate(names)
-            }  # fmt: skip
+            }
             raise RuntimeError(f"all-reduce over {net}: exit codes {codes}\n{logs}")
         out = hdocker(1, "logs", names[0])
     finally:
@@ -271,33 +269,34 @@ def main() -> int:
         a.hosts, a.sizes, a.tcp_seconds, a.rounds = 2, ["1M"], 1.0, 1
     sizes = [parse_size(x) for x in a.sizes]
 
-    lab_cli("down")
+    lab("down")
     labels = [label for label, _, _ in NETWORKS]
     tcp_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     ar_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     timings: dict[str, float] = dict.fromkeys(labels, 0.0)
     try:
         t0 = time.monotonic()
-        lab_cli("up", "--hosts", str(a.hosts), "--gpus", "1", "--swarm")
+        lab("up", "--hosts", str(a.hosts), "--gpus", "1", "--swarm")
         env = dict(os.environ, DSS_IMAGE=IMAGE)
-        subprocess.run(
-            [str(ROOT_DIR / "images" / "build")], env=env, check=True, capture_output=True
-        )
+        subprocess.run([str(ROOT / "images" / "build")], env=env, check=True, capture_output=True)
         sh("docker", "push", IMAGE)
         # Every lab host has its own image store: pull on all of them at once.
-        socks = [c.LabPaths(c.lab_root()).host(i).socket for i in range(1, a.hosts + 1)]
         pulls = [
-            subprocess.Popen(["docker", "-H", f"unix://{s}", "pull", "-q", IMAGE],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for s in socks
-        ]  # fmt: skip
+            subprocess.Popen(
+                [*docker_argv(i), "pull", "-q", IMAGE],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(1, a.hosts + 1)
+        ]
         for p in pulls:
             if p.wait(timeout=1800):
                 raise RuntimeError(f"docker pull {IMAGE}: {p.stderr.read() if p.stderr else ''}")
         for _, net, mtu in NETWORKS:
             if mtu is not None:
-                hdocker(1, "network", "create", "-d", "overlay", "--attachable",
-                        "--opt", f"com.docker.network.driver.mtu={mtu}", net)  # fmt: skip
+                opt = f"com.docker.network.driver.mtu={mtu}"
+                hdocker(1, "network", "create", "-d", "overlay", "--attachable", "--opt", opt, net)
         timings["setup"] = time.monotonic() - t0
         for _ in range(a.rounds):
             for label, net, _ in NETWORKS:
@@ -306,16 +305,16 @@ def main() -> int:
                 ar_runs[label].append(allreduce(net, a.hosts, sizes))
                 timings[label] += time.monotonic() - t1
     finally:
-        if c.LabPaths(c.lab_root()).host(1).socket.exists():
+        if socket(1).exists():
             remove_containers(a.hosts)
             for _, net, mtu in NETWORKS:
                 if mtu is not None:
                     hdocker(1, "network", "rm", net, check=False)
-        lab_cli("down")
+        lab("down")
 
     host = labels[2]
     retried = sum(r["attempts"] - 1 for v in ar_runs.values() for r in v)
-    cmd = shlex.join(["python", "bench/dataplane_bench.py", *sys.argv[1:]])
+    cmd = shlex.join(["python", "-m", "bench.dataplane_bench", *sys.argv[1:]])
     print(
         f"`{cmd}` ({a.hosts} lab hosts, one container each, {a.rounds} rounds with the networks "
         f"interleaved, medians; {platform.machine()}, {len(os.sched_getaffinity(0))} cores; "
@@ -345,10 +344,8 @@ def main() -> int:
             bw[label] = busbw_gbs(size, secs, a.hosts)
             cells.append(f"{bw[label]:.3g} ({secs * 1e3:.3g})")
         iters = ar_runs[host][0]["results"][k]["iters"]
-        print(
-            f"| {fmt_size(size)} | {iters} | " + " | ".join(cells)
-            + f" | {bw[labels[0]] / bw[host]:.0%} | {bw[labels[1]] / bw[host]:.0%} |"
-        )  # fmt: skip
+        ratios = f"{bw[labels[0]] / bw[host]:.0%} | {bw[labels[1]] / bw[host]:.0%}"
+        print(f"| {fmt_size(size)} | {iters} | " + " | ".join(cells) + f" | {ratios} |")
     return 0
 
 

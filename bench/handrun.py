@@ -2,8 +2,8 @@
 compose file for `docker stack deploy` and the shell script an engineer would run
 (issue 11's baseline for "time to train").
 
-    python bench/handrun.py --stack-file Pulumi.dev.yaml --out DIR   # DIR/deploy.sh, stack.yml
-    bash DIR/deploy.sh                                              # on a bare lab
+    python -m bench.handrun --stack-file Pulumi.dev.yaml --out DIR   # DIR/deploy.sh, stack.yml
+    bash DIR/deploy.sh                                               # on a bare lab
 
 The script does what the guides do by hand, with the Docker CLI against each host's
 daemon: `docker swarm init` / `join`, node labels, the image built and pushed,
@@ -29,23 +29,27 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from infra import render  # noqa: E402
-from infra.config import (  # noqa: E402
+from harness import ROOT
+from infra import render
+from infra.config import StackConfig, parse_stack_config, size_bytes, stack_file_values
+from infra.layout import (
     DATA_MOUNT,
+    GPU_RESOURCE,
     IMAGE_HOME,
+    MASTER_SERVICE,
     SHM_MOUNT,
-    StackConfig,
-    parse_stack_config,
-    size_bytes,
-    stack_file_values,
+    SSH_PRIVATE_KEY_FILE,
+    SSH_PUBLIC_KEY_FILE,
+    TRAIN_UID,
+    WARMUP_SERVICE,
+    WORKER_SERVICE,
 )
 
 STACK = "dss"
 """`docker stack deploy` name: services become dss_ds-master, dss_ds-worker."""
 NETWORK = "ds-net"
+IMAGE = "10.213.0.1:5000/deepspeed-swarm/handrun:latest"
+"""The image deploy.sh builds and pushes (the lab's registry)."""
 
 
 def load(stack_file: Path) -> StackConfig:
@@ -59,20 +63,19 @@ def compose(cfg: StackConfig, image: str, secret_files: list[str]) -> dict[str, 
     """The compose file (version 3.8) equivalent to the program's services."""
     t = cfg.training
     secrets = [
-        {"source": f, "target": f, "uid": render.TRAIN_UID, "gid": render.TRAIN_UID,
-         "mode": 0o400}
+        {"source": f, "target": f, "uid": TRAIN_UID, "gid": TRAIN_UID, "mode": 0o400}
         for f in secret_files
-    ]  # fmt: skip
+    ]
     reservations: dict[str, Any] = {}
     if t.gpus_per_node:
-        spec = {"kind": render.GPU_RESOURCE, "value": t.gpus_per_node}
+        spec = {"kind": GPU_RESOURCE, "value": t.gpus_per_node}
         reservations["generic_resources"] = [{"discrete_resource_spec": spec}]
 
     def training(role: str, replicas: int) -> dict[str, Any]:
         return {
             "image": image,
             "hostname": "{{.Service.Name}}-{{.Task.Slot}}",
-            "user": render.TRAIN_UID,
+            "user": TRAIN_UID,
             "environment": render.training_env(cfg),
             "volumes": [
                 {"type": "bind", "source": t.data_dir, "target": DATA_MOUNT},
@@ -103,18 +106,18 @@ def compose(cfg: StackConfig, image: str, secret_files: list[str]) -> dict[str, 
         }
 
     services = {
-        render.WARMUP_SERVICE: {
+        WARMUP_SERVICE: {
             "image": image,
             "command": ["sleep", "infinity"],
-            "user": render.TRAIN_UID,
+            "user": TRAIN_UID,
             "healthcheck": {"disable": True},
             "networks": [NETWORK],
             "deploy": {"mode": "global"},
         },
-        render.MASTER_SERVICE: training("master", 1),
+        MASTER_SERVICE: training("master", 1),
     }
     if cfg.workers:
-        services[render.WORKER_SERVICE] = training("worker", len(cfg.workers))
+        services[WORKER_SERVICE] = training("worker", len(cfg.workers))
     return {
         "version": "3.8",
         "services": services,
@@ -157,12 +160,12 @@ def deploy_script(cfg: StackConfig, image: str) -> str:
         if h is leader:
             continue
         token = "$mtoken" if h.role == "manager" else "$wtoken"
-        lines.append(f"{dk[h.name]} swarm join --token {token} "
-                     f"--advertise-addr {h.address} {leader.address}:2377")  # fmt: skip
+        join = f"swarm join --token {token} --advertise-addr {h.address} {leader.address}:2377"
+        lines.append(f"{dk[h.name]} {join}")
     lines += ["", "# 2. node labels (placement and GPU facts)"]
     for h in hosts:
-        adds = " ".join(f"--label-add {shlex.quote(f'{k}={v}')}"
-                        for k, v in render.node_labels(cfg, h).items())  # fmt: skip
+        labels = render.node_labels(cfg, h).items()
+        adds = " ".join(f"--label-add {shlex.quote(f'{k}={v}')}" for k, v in labels)
         lines.append(f"{dk[leader.name]} node update {adds} {h.name}")
     lines += [
         "",
@@ -173,8 +176,8 @@ def deploy_script(cfg: StackConfig, image: str) -> str:
         "# 4. secrets: an SSH key pair for the tasks, the named secrets",
         'keys="$(mktemp -d)"; trap \'rm -rf "$keys"\' EXIT',
         'ssh-keygen -q -t ed25519 -N "" -C handrun -f "$keys/id"',
-        f'{dk[leader.name]} secret create {render.SSH_PRIVATE_KEY_FILE} "$keys/id" >/dev/null',
-        f'{dk[leader.name]} secret create {render.SSH_PUBLIC_KEY_FILE} "$keys/id.pub" >/dev/null',
+        f'{dk[leader.name]} secret create {SSH_PRIVATE_KEY_FILE} "$keys/id" >/dev/null',
+        f'{dk[leader.name]} secret create {SSH_PUBLIC_KEY_FILE} "$keys/id.pub" >/dev/null',
         'for f in "$here"/secrets/*; do',
         f'  [ -e "$f" ] && {dk[leader.name]} secret create "$(basename "$f")" "$f" >/dev/null',
         "done",
@@ -200,25 +203,23 @@ def deploy_script(cfg: StackConfig, image: str) -> str:
         "",
         "# 7. hostfile from Swarm's DNS (tasks.<service>), master first",
         f"mnode=$({dk[leader.name]} service ps -q --filter desired-state=running "
-        f"--format '{{{{.Node}}}}' {STACK}_{render.MASTER_SERVICE} | head -n1)",
+        f"--format '{{{{.Node}}}}' {STACK}_{MASTER_SERVICE} | head -n1)",
         'case "$mnode" in',
         *[f"  {h.name}) mdocker={shlex.quote(h.docker_host)} ;;" for h in hosts],
         "esac",
         f'ctr=$(docker -H "$mdocker" ps -q --filter '
-        f"label=com.docker.swarm.service.name={STACK}_{render.MASTER_SERVICE} | head -n1)",
+        f"label=com.docker.swarm.service.name={STACK}_{MASTER_SERVICE} | head -n1)",
         'resolve() { docker -H "$mdocker" exec "$ctr" getent ahostsv4 "tasks.$1" '
         "| awk '{print $1}' | sort -u; }",
-        f"master_addr=$(resolve {STACK}_{render.MASTER_SERVICE} | head -n1)",
-        f"workers=$(resolve {STACK}_{render.WORKER_SERVICE} || true)"
-        if cfg.workers
-        else "workers=",
+        f"master_addr=$(resolve {STACK}_{MASTER_SERVICE} | head -n1)",
+        f"workers=$(resolve {STACK}_{WORKER_SERVICE} || true)" if cfg.workers else "workers=",
         f'hostfile=$(for a in $master_addr $workers; do echo "$a slots={t.ranks_per_node}"; done)',
         'nnodes=$(echo "$hostfile" | wc -l)',
         "",
         "# 8. launch: deepspeed --hostfile in the master task",
         'export DOCKER_HOST="$mdocker"',
-        f"{sys.executable} {Path(__file__).resolve()} --launch-script --stack-config "
-        '"$here/config.yaml" --master-addr "$master_addr" --nnodes "$nnodes" '
+        f"PYTHONPATH={shlex.quote(str(ROOT))} {sys.executable} -m bench.handrun --launch-script "
+        '--stack-config "$here/config.yaml" --master-addr "$master_addr" --nnodes "$nnodes" '
         '--hostfile "$hostfile" | sh',
     ]
     return "\n".join(lines) + "\n"
@@ -228,7 +229,7 @@ def launch(cfg: StackConfig, master_addr: str, nnodes: int, hostfile: str) -> st
     """Step 8's script: the same `docker exec` launch the program runs over SSH."""
     t = cfg.training
     return render.launch_script(
-        service=f"{STACK}_{render.MASTER_SERVICE}",
+        service=f"{STACK}_{MASTER_SERVICE}",
         argv=render.launch_argv(cfg, master_addr, nnodes),
         run_name=t.run_name,
         hostfile=hostfile + "\n",
@@ -236,14 +237,15 @@ def launch(cfg: StackConfig, master_addr: str, nnodes: int, hostfile: str) -> st
     )
 
 
-def write(cfg: StackConfig, stack_file: Path, image: str, out: Path,
-          secrets: dict[str, str]) -> Path:  # fmt: skip
+def write(
+    cfg: StackConfig, stack_file: Path, image: str, out: Path, secrets: dict[str, str]
+) -> Path:
     """deploy.sh, stack.yml, config.yaml and secrets/ in `out`; returns deploy.sh."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "secrets").mkdir(mode=0o700, exist_ok=True)
     for name, value in secrets.items():
         (out / "secrets" / name).write_text(value)
-    files = [render.SSH_PRIVATE_KEY_FILE, render.SSH_PUBLIC_KEY_FILE, *sorted(secrets)]
+    files = [SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE, *sorted(secrets)]
     doc = compose(cfg, image, files)
     (out / "stack.yml").write_text(yaml.dump(doc, Dumper=_Plain, sort_keys=False))
     (out / "config.yaml").write_text(stack_file.read_text())
@@ -257,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stack-file", type=Path, help="Pulumi.<stack>.yaml to render from")
     ap.add_argument("--out", type=Path, help="folder for deploy.sh and stack.yml")
-    ap.add_argument("--image", default="10.213.0.1:5000/deepspeed-swarm/handrun:latest")
+    ap.add_argument("--image", default=IMAGE)
     ap.add_argument("--launch-script", action="store_true", help="(deploy.sh's step 8)")
     ap.add_argument("--stack-config", type=Path)
     ap.add_argument("--master-addr")

@@ -4,7 +4,7 @@ the training script, and 2-rank CPU training throughput; with --cuda the same fo
 the CUDA variant (images-cuda/build) next to it, plus its wheel download and cold
 build times. Prints a markdown table with the command that produced it.
 
-    python3 bench/image_bench.py [--steps 12] [--image dss-train:cpu] [--no-train]
+    python3 -m bench.image_bench [--steps 12] [--image dss-train:cpu] [--no-train]
                                  [--cuda] [--cuda-image dss-train:cuda] [--compressed]
 
 Builds the image first with images/build (cached). The rebuild is measured on a
@@ -37,13 +37,15 @@ import uuid
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import ROOT
+
 IMAGES = ROOT / "images"
 IMAGES_CUDA = ROOT / "images-cuda"
 
 
-def sh(*cmd: str, env: dict[str, str] | None = None, check: bool = True,
-       timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+def sh(
+    *cmd: str, env: dict[str, str] | None = None, check: bool = True, timeout: float = 3600
+) -> subprocess.CompletedProcess[str]:
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     if check and r.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
@@ -80,8 +82,8 @@ def gzip_layers_mb(tag: str) -> float:
         assert p.stdout is not None
         with tarfile.open(fileobj=p.stdout, mode="r|") as tar:
             for m in tar:
-                if not m.isfile() or not (m.name.endswith("layer.tar") or
-                                          m.name.startswith("blobs/")):  # fmt: skip
+                layer = m.name.endswith("layer.tar") or m.name.startswith("blobs/")
+                if not m.isfile() or not layer:
                     continue
                 f = tar.extractfile(m)
                 assert f is not None
@@ -99,8 +101,19 @@ def in_image(tag: str, code: str) -> tuple[float, str]:
     return time.perf_counter() - t0, out.strip().splitlines()[-1]
 
 
-VERSIONS = ("import torch, deepspeed; print('torch', torch.__version__, 'CUDA', torch.version.cuda,"
-            " 'cuda available', torch.cuda.is_available(), 'deepspeed', deepspeed.__version__)")
+VERSIONS = (
+    "import torch, deepspeed; print('torch', torch.__version__, 'CUDA', torch.version.cuda,"
+    " 'cuda available', torch.cuda.is_available(), 'deepspeed', deepspeed.__version__)"
+)
+
+
+REGISTRY_NOTE = "what a registry stores and hosts pull"
+
+
+def docker_build(ctx: Path, tag: str, build_args: list[str]) -> list[str]:
+    """`docker build -q` of the image's Dockerfile in `ctx` with `--build-arg`s."""
+    args = [x for arg in build_args for x in ("--build-arg", arg)]
+    return ["docker", "build", "-q", "-f", str(ctx / "Dockerfile"), *args, "-t", tag, str(ctx)]
 
 
 def one_line_change(ctx: Path) -> None:
@@ -117,17 +130,27 @@ def cpu_training(image: str, steps: int) -> list[tuple[str, str, str]]:
         sh("docker", "network", "create", net)
         sh("docker", "volume", "create", vol)
         for r, n in enumerate(names):
-            sh("docker", "run", "-d", "--name", n, "--hostname", f"n{r}", "--network", net,
-               "--network-alias", f"n{r}", "-v", f"{vol}:/data", image,
-               "torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(r),
-               "--master_addr", "n0", "--master_port", "29500", "train.py", "--run", "bench",
-               "--steps", str(steps), "--ckpt-every", "100000")
+            where = [
+                "--name",
+                n,
+                "--hostname",
+                f"n{r}",
+                "--network",
+                net,
+                "--network-alias",
+                f"n{r}",
+            ]
+            ranks = ["--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(r)]
+            master = ["--master_addr", "n0", "--master_port", "29500"]
+            train = ["train.py", "--run", "bench", "--steps", str(steps), "--ckpt-every", "100000"]
+            run = [*where, "-v", f"{vol}:/data", image, "torchrun", *ranks, *master, *train]
+            sh("docker", "run", "-d", *run)
         codes = [sh("docker", "wait", n).stdout.strip() for n in names]
         if codes != ["0", "0"]:
             logs = sh("docker", "logs", names[0], check=False).stderr[-3000:]
             sys.exit("training failed:\n" + logs)
-        text = sh("docker", "run", "--rm", "--network", "none", "-v", f"{vol}:/data",
-                  "--entrypoint", "cat", image, "/data/logs/bench/metrics.jsonl").stdout
+        reader = ["--rm", "--network", "none", "-v", f"{vol}:/data", "--entrypoint", "cat", image]
+        text = sh("docker", "run", *reader, "/data/logs/bench/metrics.jsonl").stdout
         recs = [json.loads(x) for x in text.splitlines() if x.strip()][2:]
     finally:
         for n in names:
@@ -138,8 +161,11 @@ def cpu_training(image: str, steps: int) -> list[tuple[str, str, str]]:
     tps = statistics.median(r["tokens_per_s"] for r in recs)
     cpus = os.cpu_count()
     return [
-        ("2-rank CPU training, samples/s (median)", f"{sps:.2f}",
-         f"torchrun, 2 containers, gloo, {cpus} host CPUs, steps 3-{steps}"),
+        (
+            "2-rank CPU training, samples/s (median)",
+            f"{sps:.2f}",
+            f"torchrun, 2 containers, gloo, {cpus} host CPUs, steps 3-{steps}",
+        ),
         ("2-rank CPU training, tokens/s (median)", f"{tps:.0f}", "seq len 64"),
     ]
 
@@ -157,8 +183,8 @@ def cuda_rows(image: str, compressed: bool) -> list[tuple[str, str, str]]:
         sh(sys.executable, str(IMAGES_CUDA / "wheels.py"), "fetch", tmp)
         download_s = time.perf_counter() - t0
         wheels_gb = sum(f.stat().st_size for f in Path(tmp).iterdir()) / 1e9
-    rows.append(("CUDA: download the locked wheels (`wheels.py fetch`, empty folder)",
-                 f"{download_s:.1f} s", f"{wheels_gb:.2f} GB; network-bound"))  # fmt: skip
+    fetch = "CUDA: download the locked wheels (`wheels.py fetch`, empty folder)"
+    rows.append((fetch, f"{download_s:.1f} s", f"{wheels_gb:.2f} GB; network-bound"))
 
     t0 = time.perf_counter()
     log = sh(build_cuda, env=os.environ | {"DSS_IMAGE": image}).stderr
@@ -188,26 +214,34 @@ def cuda_rows(image: str, compressed: bool) -> list[tuple[str, str, str]]:
         one_line_change(ctx)
         env = os.environ | {"DOCKER_BUILDKIT": "1" if builder == "BuildKit" else "0"}
         t0 = time.perf_counter()
-        sh("docker", "build", "-q", "-f", str(ctx / "Dockerfile"), "--build-arg",
-           f"BASE_IMAGE={base}", "--build-arg", f"BUILD_IMAGE={venv}", "--build-arg",
-           "DS_ACCELERATOR=cuda", "-t", tag, str(ctx), env=env)  # fmt: skip
+        build_args = [f"BASE_IMAGE={base}", f"BUILD_IMAGE={venv}", "DS_ACCELERATOR=cuda"]
+        sh(*docker_build(ctx, tag, build_args), env=env)
         docker_rebuild_s = time.perf_counter() - t0
         sh("docker", "rmi", "-f", tag, *filter(None, [first]), check=False)
 
     import_s, versions = in_image(image, VERSIONS)
     rows += [
         ("CUDA: images-cuda/build, everything cached", f"{warm_s:.1f} s", builder),
-        ("CUDA: images-cuda/build --no-cache (wheels and bases cached)", f"{cold_s:.1f} s",
-         "venv base (pip install of the wheels) + image"),
-        ("CUDA: images-cuda/build after a one-line change to train.py", f"{rebuild_s:.1f} s",
-         "incl. wheelhouse/base/venv checks"),
-        ("CUDA: docker build after a one-line change to train.py", f"{docker_rebuild_s:.1f} s",
-         builder),
+        (
+            "CUDA: images-cuda/build --no-cache (wheels and bases cached)",
+            f"{cold_s:.1f} s",
+            "venv base (pip install of the wheels) + image",
+        ),
+        (
+            "CUDA: images-cuda/build after a one-line change to train.py",
+            f"{rebuild_s:.1f} s",
+            "incl. wheelhouse/base/venv checks",
+        ),
+        (
+            "CUDA: docker build after a one-line change to train.py",
+            f"{docker_rebuild_s:.1f} s",
+            builder,
+        ),
         ("CUDA image size (`docker image inspect .Size`)", f"{size_mb(image):.0f} MB", image),
     ]
     if compressed:
-        rows.append(("CUDA image, layers gzip-compressed", f"{gzip_layers_mb(image):.0f} MB",
-                     "what a registry stores and hosts pull"))  # fmt: skip
+        gzip_mb = f"{gzip_layers_mb(image):.0f} MB"
+        rows.append(("CUDA image, layers gzip-compressed", gzip_mb, REGISTRY_NOTE))
     rows += [
         ("CUDA runtime base size", f"{size_mb(base):.0f} MB", base),
         ("CUDA venv base size (build stage, not shipped)", f"{size_mb(venv):.0f} MB", venv),
@@ -226,7 +260,7 @@ def main() -> None:
     ap.add_argument("--cuda-image", default="dss-train:cuda")
     ap.add_argument("--compressed", action="store_true", help="gzip size of the images' layers")
     a = ap.parse_args()
-    cmd = "python3 bench/image_bench.py " + " ".join(sys.argv[1:])
+    cmd = "python3 -m bench.image_bench " + " ".join(sys.argv[1:])
 
     full_s, log = build(IMAGES, a.image)
     builder = "BuildKit" if "buildkit builder" in log else "legacy builder"
@@ -245,9 +279,7 @@ def main() -> None:
         with (ctx / "train.py").open("a") as f:
             f.write(f"# bench {uuid.uuid4().hex}\n")
         env = os.environ | {"DOCKER_BUILDKIT": "1" if builder == "BuildKit" else "0"}
-        sh("docker", "build", "-q", "-f", str(ctx / "Dockerfile"), "--build-arg",
-           f"BASE_IMAGE={bases[0]}", "--build-arg", f"BUILD_IMAGE={bases[1]}", "-t", tag,
-           str(ctx), env=env)
+        sh(*docker_build(ctx, tag, [f"BASE_IMAGE={bases[0]}", f"BUILD_IMAGE={bases[1]}"]), env=env)
         docker_rebuild_s = time.perf_counter() - t0
         # Both builds' images: the second took the tag from the first.
         sh("docker", "rmi", "-f", tag, *filter(None, [first]), check=False)
@@ -256,14 +288,17 @@ def main() -> None:
         ("CPU image size (`docker image inspect .Size`)", f"{size_mb(a.image):.0f} MB", a.image),
     ]
     if a.compressed:
-        rows.append(("CPU image, layers gzip-compressed", f"{gzip_layers_mb(a.image):.0f} MB",
-                     "what a registry stores and hosts pull"))  # fmt: skip
+        gzip_mb = f"{gzip_layers_mb(a.image):.0f} MB"
+        rows.append(("CPU image, layers gzip-compressed", gzip_mb, REGISTRY_NOTE))
     rows += [
         ("runtime base size", f"{size_mb(bases[0]):.0f} MB", bases[0]),
         ("build-stage base size (not shipped)", f"{size_mb(bases[1]):.0f} MB", bases[1]),
         ("images/build, everything cached", f"{full_s:.1f} s", builder),
-        ("images/build after a one-line change to train.py", f"{rebuild_s:.1f} s",
-         "incl. wheelhouse/base checks"),
+        (
+            "images/build after a one-line change to train.py",
+            f"{rebuild_s:.1f} s",
+            "incl. wheelhouse/base checks",
+        ),
         ("docker build after a one-line change to train.py", f"{docker_rebuild_s:.1f} s", builder),
     ]
     if a.no_train:

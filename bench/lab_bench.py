@@ -1,35 +1,36 @@
 """Lab benchmark: `lab up --swarm` and `lab down` wall time for 2 and 8 hosts, and the memory
 (RSS of dockerd + containerd + sshd) each lab host costs. Prints a markdown table.
 
-    sudo .venv/bin/python bench/lab_bench.py [--hosts 2 8] [--gpus 8] [--runs 2]
+    sudo .venv/bin/python -m bench.lab_bench [--hosts 2 8] [--gpus 8] [--runs 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT_DIR))
-
-from lab import config as c  # noqa: E402
-from lab import sysops as s  # noqa: E402
+from harness.lab import lab_cli
+from lab import config as c
+from lab import sysops as s
 
 DAEMONS = ("dockerd", "containerd", "sshd")
 
 
 def _cli(*args: str) -> float:
+    """Seconds `python -m lab <args>` took."""
     t0 = time.monotonic()
-    subprocess.run(
-        [sys.executable, "-m", "lab", *args], cwd=ROOT_DIR, check=True, stdout=subprocess.DEVNULL
-    )
+    lab_cli(*args, capture=False, timeout=None)
     return time.monotonic() - t0
+
+
+def _runs(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.1f} (runs: {', '.join(f'{x:.1f}' for x in xs)})"
 
 
 def _host_rss_mib(i: int) -> float:
@@ -55,18 +56,17 @@ def main() -> int:
             mems.append(statistics.mean(_host_rss_mib(i) for i in range(1, n + 1)))
             downs.append(_cli("down"))
         rows.append((n, ups, downs, mems))
-    cmd = " ".join(shlex.quote(x) for x in ["python", "bench/lab_bench.py", *sys.argv[1:]])
+    cmd = shlex.join(["python", "-m", "bench.lab_bench", *sys.argv[1:]])
     print(
         f"`{cmd}` ({a.runs} runs each, {a.gpus} fake GPUs/host; "
-        f"{platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cores)\n"
+        f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores)\n"
     )
     print(
         "| hosts | lab up --swarm (s) | lab down (s) | RSS dockerd+containerd+sshd per host (MiB) |"
     )
     print("| --- | --- | --- | --- |")
     for n, ups, downs, mems in rows:
-        fmt = lambda xs: f"{statistics.median(xs):.1f} (runs: {', '.join(f'{x:.1f}' for x in xs)})"  # noqa: E731
-        print(f"| {n} | {fmt(ups)} | {fmt(downs)} | {statistics.mean(mems):.0f} |")
+        print(f"| {n} | {_runs(ups)} | {_runs(downs)} | {statistics.mean(mems):.0f} |")
     return 0
 
 

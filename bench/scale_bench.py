@@ -4,7 +4,7 @@ N-host prod-like stack (8 GPUs per host, 3 managers); each size runs in its own
 process so its peak memory is its own. Prints a markdown table and the per-host
 slope of a least-squares line through the times.
 
-    .venv/bin/python bench/scale_bench.py [--hosts 8 64 256 1024] [--runs 3]
+    .venv/bin/python -m bench.scale_bench [--hosts 8 64 256 1024] [--runs 3]
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import ROOT
 
 
 def stack(n: int, key_file: str) -> dict[str, Any]:
@@ -58,7 +57,6 @@ def one(n: int) -> dict[str, Any]:
     from pulumi.runtime.stack import wait_for_rpcs
     from pulumi.runtime.sync_await import _sync_await
 
-    sys.path.insert(0, str(ROOT))
     # The unit tests' mocks: outputs as real providers return them (roster entries
     # for every host included, so the hostfile and launch lines are rendered).
     from tests.unit.infra.samples import Mocks, set_stack_config
@@ -79,9 +77,12 @@ def one(n: int) -> dict[str, Any]:
 
 def measure(n: int) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, __file__, "--one", str(n)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-    )  # fmt: skip
+        [sys.executable, "-m", "bench.scale_bench", "--one", str(n)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
@@ -100,25 +101,28 @@ def main() -> int:
     if a.one:
         print(json.dumps(one(a.one)))
         return 0
-    rows = []
+    rows: list[dict[str, Any]] = []
     for n in a.hosts:
         runs = [measure(n) for _ in range(a.runs)]
-        rows.append({
+        row = {
             "hosts": n,
             "resources": runs[0]["resources"],
             "seconds": statistics.median(r["seconds"] for r in runs),
             "peak_mib": max(r["peak_mib"] for r in runs),
             "runs": [r["seconds"] for r in runs],
-        })  # fmt: skip
-    cmd = shlex.join(["python", "bench/scale_bench.py", *sys.argv[1:]])
-    print(f"`{cmd}` (median of {a.runs} runs, Pulumi mocks, prod-like hosts with 8 GPUs; "
-          f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores)\n")  # fmt: skip
+        }
+        rows.append(row)
+    cmd = shlex.join(["python", "-m", "bench.scale_bench", *sys.argv[1:]])
+    print(
+        f"`{cmd}` (median of {a.runs} runs, Pulumi mocks, prod-like hosts with 8 GPUs; "
+        f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores)\n"
+    )
     print("| hosts | resources | evaluation (s) | runs (s) | peak RSS (MiB) |")
     print("| --- | --- | --- | --- | --- |")
     for r in rows:
-        runs = ", ".join(f"{x:.2f}" for x in r["runs"])
-        print(f"| {r['hosts']} | {r['resources']} | {r['seconds']:.2f} | {runs} | "
-              f"{r['peak_mib']:.0f} |")  # fmt: skip
+        each = ", ".join(f"{x:.2f}" for x in r["runs"])
+        cells = f"{r['hosts']} | {r['resources']} | {r['seconds']:.2f} | {each}"
+        print(f"| {cells} | {r['peak_mib']:.0f} |")
     if len(rows) > 1:
         hosts = [float(r["hosts"]) for r in rows]
         per_host = slope(hosts, [r["seconds"] for r in rows]) * 1000

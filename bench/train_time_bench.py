@@ -3,12 +3,12 @@ items 1 and 2): from an empty lab (no swarm) to the first training step logged,
 
   (a) `pulumi up` of a stack for the N lab hosts (the real engine), then a no-op
       `pulumi preview`, a no-op `pulumi up` and `pulumi preview --refresh`;
-  (b) `bench/handrun.py`'s deploy.sh (swarm init/join, labels, image, secrets,
+  (b) `bench.handrun`'s deploy.sh (swarm init/join, labels, image, secrets,
       `docker stack deploy`, hostfile from `tasks.<service>`, `deepspeed --hostfile`),
 
 each on a fresh lab, and prints a markdown table with the command that produced it.
 
-    scripts/bootstrap && . scripts/env.sh && python bench/train_time_bench.py --hosts 2 4 8 --runs 2
+    scripts/bootstrap && . scripts/env.sh && python -m bench.train_time_bench --hosts 2 4 8 --runs 2
 
 The stack: the dev stack's config for hosts lab-h1..lab-hN (2 fake GPUs each; the
 first three are managers, or the first alone under 3 hosts: Raft wants an odd
@@ -31,53 +31,36 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import engine_bench as eb
-import handrun
-
+from bench import engine_bench as eb
+from bench import handrun
+from harness.configs import dev_on_hosts
 from infra.config import stack_file_yaml
 
-ROOT = eb.ROOT
 GPUS = 2
 
 
 def stack_config(hosts: int, run: str) -> dict[str, Any]:
     """The dev stack's config for lab hosts 1..hosts (namespaced keys, no secrets)."""
-    cfg: dict[str, Any] = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
-    template = cfg["deepspeed-swarm:hosts"][0]
-    cfg["deepspeed-swarm:hosts"] = [
-        {
-            **template,
-            "name": f"lab-h{i}",
-            "address": f"10.213.0.{10 + i}",
-            "docker_host": f"unix:///var/lib/dss-lab/h{i}/docker.sock",
-            "role": "manager" if i <= (3 if hosts >= 3 else 1) else "worker",
-            "gpus": {"count": GPUS, "model": "fake-gpu"},
-        }
-        for i in range(1, hosts + 1)
-    ]
-    cfg["deepspeed-swarm:training"].update(run_name=run, steps=5000, checkpoint_every=1000)
-    cfg.pop("deepspeed-swarm:secrets")  # encrypted for the dev stack's passphrase
-    return cfg
+    return dev_on_hosts(hosts, GPUS, run_name=run, steps=5000, checkpoint_every=1000)
 
 
 def pulumi_run(hosts: int, tag: str) -> dict[str, float]:
     """Path (a) on a fresh lab: cold `up` to the first step, then the no-op operations."""
-    stack = f"bench-h{hosts}"
-    stack_file = ROOT / f"Pulumi.{stack}.yaml"
-    stack_file.write_text(stack_file_yaml(stack_config(hosts, f"{tag}-pulumi")))
+    run = f"{tag}-pulumi"
     eb.lab("down")
     eb.lab("up", "--hosts", str(hosts), "--gpus", str(GPUS))
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="dss-bench-state-") as state:
-        pulumi = eb.Pulumi(Path(state), stack)
+        stack = eb.bench_stack(f"bench-h{hosts}", Path(state), stack_config(hosts, run))
+        pulumi = stack.pulumi
         try:
-            pulumi("stack", "init")
-            pulumi("config", "set", "--secret", "--path", "secrets.wandb_api_key", "bench-dummy")
-            out["cold"] = eb.timed(lambda: (pulumi("up", "--yes", "--skip-preview"),
-                                            eb.first_step_logged(run=f"{tag}-pulumi")))  # fmt: skip
+            stack.init(eb.SECRETS)
+
+            def cold_up() -> None:
+                pulumi("up", "--yes", "--skip-preview")
+                eb.first_step_logged(run=run)
+
+            out["cold"] = eb.timed(cold_up)
             out["preview"] = eb.timed(lambda: pulumi("preview", "--expect-no-changes"))
             # Like the cold `up`, without the preview `up` runs first by default (that
             # preview is the next column's).
@@ -90,7 +73,7 @@ def pulumi_run(hosts: int, tag: str) -> dict[str, float]:
             pulumi("destroy", "--yes", "--skip-preview")
             pulumi("stack", "rm", "--yes", "--force")
         finally:
-            stack_file.unlink(missing_ok=True)
+            stack.config_file.unlink(missing_ok=True)
             eb.lab("down")
     return out
 
@@ -105,16 +88,16 @@ def script_run(hosts: int, tag: str) -> float:
             stack_file = Path(tmp) / "Pulumi.handrun.yaml"
             stack_file.write_text(stack_file_yaml(stack_config(hosts, run)))
             cfg = handrun.load(stack_file)
-            script = handrun.write(
-                cfg, stack_file, "10.213.0.1:5000/deepspeed-swarm/handrun:latest",
-                Path(tmp) / "handrun", {"wandb_api_key": "bench-dummy"},
-            )  # fmt: skip
+            out = Path(tmp) / "handrun"
+            script = handrun.write(cfg, stack_file, handrun.IMAGE, out, eb.SECRETS)
 
             def deploy() -> None:
                 proc = subprocess.run(["bash", str(script)], capture_output=True, text=True)
                 if proc.returncode != 0:
-                    raise SystemExit(f"deploy.sh exited {proc.returncode}:\n{proc.stdout[-2000:]}"
-                                     f"\n{proc.stderr[-3000:]}")  # fmt: skip
+                    raise SystemExit(
+                        f"deploy.sh exited {proc.returncode}:\n{proc.stdout[-2000:]}"
+                        f"\n{proc.stderr[-3000:]}"
+                    )
                 eb.first_step_logged(run=run)
 
             return eb.timed(deploy)
@@ -136,16 +119,25 @@ def main() -> int:
             engine.append(pulumi_run(n, f"bench-h{n}-{i}"))
             script.append(script_run(n, f"bench-h{n}-{i}"))
             # Each run as it ends: a later failure does not lose it.
-            print(json.dumps({"hosts": n, "pulumi": engine[-1], "script": script[-1]}),
-                  file=sys.stderr, flush=True)  # fmt: skip
+            done = {"hosts": n, "pulumi": engine[-1], "script": script[-1]}
+            print(json.dumps(done), file=sys.stderr, flush=True)
         rows.append((n, engine, script))
-    cmd = shlex.join(["python", "bench/train_time_bench.py", *sys.argv[1:]])
+    cmd = shlex.join(["python", "-m", "bench.train_time_bench", *sys.argv[1:]])
     cores = len(os.sched_getaffinity(0))
-    print(f"`{cmd}` (median of {a.runs} runs, each path on a fresh lab; {GPUS} fake GPUs "
-          f"and one CPU rank per host; {platform.machine()}, {cores} cores)\n")  # fmt: skip
-    head = ["hosts", "`pulumi up` to first step (s)", "deploy.sh to first step (s)", "ratio",
-            "no-op `preview` (s)", "no-op `up --skip-preview` (s)", "no-op `up` / cold",
-            "`preview --refresh` (s)"]  # fmt: skip
+    print(
+        f"`{cmd}` (median of {a.runs} runs, each path on a fresh lab; {GPUS} fake GPUs "
+        f"and one CPU rank per host; {platform.machine()}, {cores} cores)\n"
+    )
+    head = [
+        "hosts",
+        "`pulumi up` to first step (s)",
+        "deploy.sh to first step (s)",
+        "ratio",
+        "no-op `preview` (s)",
+        "no-op `up --skip-preview` (s)",
+        "no-op `up` / cold",
+        "`preview --refresh` (s)",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
 

@@ -36,13 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import harness.stack
 from infra.hostops import docker_client, node_hostname
 from infra.layout import CONFIG_TYPE, NETWORK_TYPE, SECRET_TYPE, SERVICE_TYPE
 
@@ -107,18 +107,14 @@ class Report:
         return "\n".join(lines)
 
 
-class Pulumi:
+class Pulumi(harness.stack.Pulumi):
     """The `pulumi` CLI for one stack (environment, passphrase and backend inherited)."""
 
     def __init__(self, stack: str, cwd: str | None) -> None:
-        self.stack = stack
-        self.cwd = cwd
+        super().__init__(stack, cwd, env=None, timeout=None)
 
     def __call__(self, *args: str) -> str:
-        argv = ["pulumi", *args, "--stack", self.stack, "--non-interactive"]
-        if self.cwd:
-            argv += ["--cwd", self.cwd]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        proc = self.run(*args, check=False)
         if proc.returncode != 0:
             raise SystemExit(f"recover: `pulumi {' '.join(args)}` failed:\n{proc.stderr[-2000:]}")
         return proc.stdout

@@ -1,13 +1,12 @@
 """deepspeed-swarm policy pack: `pulumi preview --policy-pack policy
---policy-pack-config policy/config/<stack>.json` (rules in policy/rules.py)."""
+--policy-pack-config policy/config/<stack>.json` (rules in policy/rules.py).
 
-import sys
-from pathlib import Path
+The policy host runs this file from policy/, where `policy.rules` and `infra` are not
+importable by themselves: the project root is on PYTHONPATH instead (scripts/env.sh
+for local runs and the engine tests, scripts/ci/setup-env for the workflows).
+"""
 
 from pulumi_policy import EnforcementLevel, PolicyPack
-
-# The pack runs as a script from policy/: make `policy.rules` importable.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from policy.rules import POLICIES
 

@@ -26,6 +26,14 @@ else
   export PULUMI_HOME="$DSS_CACHE/pulumi-home"
   export PATH="$DSS_TOOLCHAIN/bin:$DSS_ROOT/.venv/bin:$PATH"
 fi
+# The project's packages (infra, policy, ops, harness, bench) importable from any folder:
+# the policy pack runs from policy/ (`pulumi preview --policy-pack policy` starts
+# `python -m pulumi.policy` there) and imports `policy.rules` and `infra`;
+# scripts/recover runs `python -m ops.recover` from the caller's folder.
+case ":${PYTHONPATH:-}:" in
+  *":$DSS_ROOT:"*) ;;
+  *) export PYTHONPATH="$DSS_ROOT${PYTHONPATH:+:$PYTHONPATH}" ;;
+esac
 # Never phone home: no update check, no plugin download, no telemetry.
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK=true

@@ -12,54 +12,48 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 from typing import Any
 
 import pytest
 import yaml
+from dss_train import checkpoints as ck
 
 from delivery.preview import Impact, changes
-from lab.config import host_addr
-from tests.acceptance.conftest import (
-    HOSTS,
+from harness import ROOT
+from harness.configs import lab8_config
+from harness.lab import (
     LAB_ROOT,
-    ROOT,
-    RUN,
-    SECRET,
-    SPARE,
-    Stack,
+    client,
     docker,
+    docker_run,
     host_index,
-    lab8_config,
+    logged_steps,
+    remove_network,
     run_log,
-    task_container,
-    wait_for,
+    shared,
 )
-from tests.engine.conftest import docker_host, logged_steps, remove_when_detached
+from harness.stack import Stack
+from harness.waits import wait_for
+from lab.config import host_addr
+from tests.acceptance.conftest import HOSTS, RUN, SECRET, SPARE, task_container
+from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
 
 CHECKPOINT_EVERY = 10
-CHECKPOINTS = LAB_ROOT / "shared" / "checkpoints" / RUN
+CHECKPOINTS = shared("checkpoints", RUN)
 RESTARTS = Impact.RESTARTS.label
 LAUNCH, ROSTER = "test-lab8-launch-run", "test-lab8-launch-roster"
 MOVED_HOST = "lab-h8"
 """The host the planned changes drain, remove and add back (a worker, not a manager)."""
 
 
-def checkpoints() -> Any:
-    """The image's checkpoint bookkeeping (pure Python), to verify manifests."""
-    sys.path.insert(0, str(ROOT / "images"))
-    from dss_train import checkpoints as ck
-
-    return ck
-
-
 def latest_checkpoint() -> int | None:
-    found, _ = checkpoints().select_latest(CHECKPOINTS, hashes=False)
+    found, _ = ck.select_latest(CHECKPOINTS, hashes=False)
     return found[0] if found else None
 
 
@@ -67,9 +61,8 @@ def master_exec(stack: Stack, *argv: str, timeout: int = 600) -> str:
     """Run a command as the training user in the master task (rank 0's container)."""
     entry = stack.outputs()["rankMap"][0]
     ctr = task_container(entry["node"], entry["task_id"])
-    argv_ = ["docker", "-H", f"unix://{LAB_ROOT}/h{host_index(entry['node'])}/docker.sock",
-             "exec", "-u", "1000", ctr, *argv]  # fmt: skip
-    proc = subprocess.run(argv_, capture_output=True, text=True, timeout=timeout, check=False)
+    host = host_index(entry["node"])
+    proc = docker_run(host, "exec", "-u", "1000", ctr, *argv, check=False, timeout=timeout)
     assert proc.returncode == 0, f"ds-master: {' '.join(argv)} exited {proc.returncode}:\n" + (
         proc.stdout[-2000:] + proc.stderr[-2000:]
     )
@@ -101,12 +94,12 @@ def wait_resumed(offset: int) -> int:
 
 
 def launcher_log_since(offset: int) -> str:
-    return run_log("launcher.log").read_bytes()[offset:].decode(errors="replace")
+    return run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
 
 
 def world_size() -> int:
     """The world size of the last logged step."""
-    rows = run_log("metrics.jsonl").read_text().splitlines()
+    rows = run_log(RUN, "metrics.jsonl").read_text().splitlines()
     return int(json.loads(rows[-1])["world_size"])
 
 
@@ -121,21 +114,21 @@ def service_versions() -> dict[str, int]:
 
 def tasks_of(service: str) -> list[tuple[str, str]]:
     """(node, state) of the tasks Swarm wants running, e.g. ("lab-h9", "Running")."""
-    out = docker(1, "service", "ps", service, "--filter", "desired-state=running",
-                 "--format", "{{.Node}} {{.CurrentState}}")  # fmt: skip
+    running = ["--filter", "desired-state=running", "--format", "{{.Node}} {{.CurrentState}}"]
+    out = docker(1, "service", "ps", service, *running)
     return [(line.split()[0], line.split()[1]) for line in out.splitlines() if line.strip()]
 
 
 def resumed_step(offset: int) -> int | None:
     """The checkpoint step a relaunch resumed from, from launcher.log after `offset`."""
-    log = run_log("launcher.log")
+    log = run_log(RUN, "launcher.log")
     text = log.read_bytes()[offset:].decode(errors="replace")
     m = re.search(r"resumed from \S+/step_(\d+), next step", text)
     return int(m.group(1)) if m else None
 
 
 def log_size() -> int:
-    log = run_log("launcher.log")
+    log = run_log(RUN, "launcher.log")
     return log.stat().st_size if log.exists() else 0
 
 
@@ -150,11 +143,12 @@ def edit_stack_file(stack: Stack, edit: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack(lab9: dict[str, Any], make_stack: Any) -> Stack:
+def stack(lab9: dict[str, Any], make_stack: MakeStack) -> Stack:
     return make_stack(
-        "test-lab8", lab8_config(run_name=RUN, checkpoint_every=CHECKPOINT_EVERY),
+        "test-lab8",
+        lab8_config(run_name=RUN, checkpoint_every=CHECKPOINT_EVERY),
         {"wandb_api_key": SECRET},
-    )  # fmt: skip
+    )
 
 
 def test_up_from_nothing(stack: Stack, report: dict[str, str]) -> None:
@@ -168,8 +162,8 @@ def test_up_from_nothing(stack: Stack, report: dict[str, str]) -> None:
     assert len(nodes) == HOSTS and all(n["Status"] == "Ready" for n in nodes), nodes
     managers = sorted(n["Hostname"] for n in nodes if n["ManagerStatus"])
     assert managers == ["lab-h1", "lab-h2", "lab-h3"], f"managers: {managers}"
-    placed = docker(1, "service", "ps", "ds-worker", "ds-master", "--filter",
-                    "desired-state=running", "--format", "{{.Node}}").split()  # fmt: skip
+    running = ["--filter", "desired-state=running", "--format", "{{.Node}}"]
+    placed = docker(1, "service", "ps", "ds-worker", "ds-master", *running).split()
     assert sorted(placed) == [f"lab-h{i}" for i in range(1, 9)], f"training tasks on {placed}"
     standby = docker(1, "service", "ps", "ds-standby", "--format", "{{.Node}}").split()
     assert standby == [SPARE], f"ds-standby on {standby}, not the spare {SPARE}"
@@ -186,9 +180,13 @@ def test_each_task_sees_only_its_gpus(stack: Stack, report: dict[str, str]) -> N
         ctr = task_container(node, entry["task_id"])
         env = docker(host_index(node), "inspect", ctr, "--format", "{{json .Config.Env}}")
         value = next(
-            (e.split("=", 1)[1] for e in json.loads(env)
-             if e.startswith("DOCKER_RESOURCE_NVIDIA-GPU=")), "",
-        )  # fmt: skip
+            (
+                e.split("=", 1)[1]
+                for e in json.loads(env)
+                if e.startswith("DOCKER_RESOURCE_NVIDIA-GPU=")
+            ),
+            "",
+        )
         visible = sorted(u for u in value.split(",") if u)
         on_host = (LAB_ROOT / f"h{host_index(node)}" / "gpus").read_text().split()
         assert visible == sorted(entry["gpu_uuids"]), (
@@ -223,11 +221,16 @@ def test_ssh_and_pdsh_reach_every_task(stack: Stack, report: dict[str, str]) -> 
 def test_allreduce_across_all_nodes(stack: Stack, report: dict[str, str]) -> None:
     """An all-reduce across the 8 nodes returns the right sum; bus bandwidth reported."""
     hostfile = f"/data/.dss/{RUN}/hostfile"
-    cmd = (f"cd /opt/dss && /opt/venv/bin/python -m dss_train.collective --hostfile {hostfile}"
-           " --me %h --sizes 1024 1048576 16777216 --iters 3")  # fmt: skip
+    cmd = (
+        f"cd /opt/dss && /opt/venv/bin/python -m dss_train.collective --hostfile {hostfile}"
+        " --me %h --sizes 1024 1048576 16777216 --iters 3"
+    )
     out = master_exec(stack, "pdsh", "-w", ",".join(addresses(stack)), cmd)
-    rows = [json.loads(line.split(":", 1)[1]) for line in out.splitlines()
-            if line.split(":", 1)[-1].strip().startswith("{")]  # fmt: skip
+    rows = [
+        json.loads(line.split(":", 1)[1])
+        for line in out.splitlines()
+        if line.split(":", 1)[-1].strip().startswith("{")
+    ]
     assert len(rows) == 3, f"rank 0 reported {len(rows)} sizes:\n{out[-2000:]}"
     assert all(r["sum_ok"] and r["ranks"] == 8 for r in rows), rows
     report["figure"] = (
@@ -262,8 +265,11 @@ def test_jupyterlab_on_the_master(stack: Stack, report: dict[str, str]) -> None:
         names = {c["name"] for c in json.load(resp)["content"]}
     assert {"logs", "checkpoints"} <= names, f"/data in JupyterLab holds {names}"
     port = base.rsplit(":", 1)[1]
-    elsewhere = [f"lab-h{i}" for i in range(2, HOSTS + 1)
-                 if jupyter_status(f"http://{host_addr(i)}:{port}/api/status", token)]  # fmt: skip
+    elsewhere = [
+        f"lab-h{i}"
+        for i in range(2, HOSTS + 1)
+        if jupyter_status(f"http://{host_addr(i)}:{port}/api/status", token)
+    ]
     assert not elsewhere, f"JupyterLab's port answers on {elsewhere}, not only the master"
     report["figure"] = (
         "200 with the token, 403 without or wrong; /data mounted; port on the master only"
@@ -273,7 +279,7 @@ def test_jupyterlab_on_the_master(stack: Stack, report: dict[str, str]) -> None:
 
 def test_training_learns_and_checkpoints(stack: Stack, report: dict[str, str]) -> None:
     """Training across 8 nodes: the loss falls and checkpoints land on the shared /data."""
-    log = run_log("metrics.jsonl")
+    log = run_log(RUN, "metrics.jsonl")
 
     def enough() -> list[dict[str, Any]] | None:
         rows = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
@@ -306,8 +312,11 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
     t_loss = time.monotonic()
     before = max(logged_steps(RUN), default=0)
     try:
-        wait_for(f"ds-worker running on {SPARE}", lambda: (SPARE, "Running") in tasks_of(
-            "ds-worker"), timeout=240)  # fmt: skip
+        wait_for(
+            f"ds-worker running on {SPARE}",
+            lambda: (SPARE, "Running") in tasks_of("ds-worker"),
+            timeout=240,
+        )
         moved_after = time.monotonic() - t_loss
         p = plan(stack)
         assert set(p) == {ROSTER, LAUNCH}, f"after the loss the preview wants {p}"
@@ -322,8 +331,14 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
     lost_steps = before - resumed
     assert resumed >= ckpt, f"resumed from {resumed}, older than the checkpoint {ckpt}"
     assert lost_steps <= CHECKPOINT_EVERY, f"{lost_steps} steps lost (> {CHECKPOINT_EVERY})"
-    wait_for(f"{lost} Ready again", lambda: "Ready" in docker(
-        1, "node", "ls", "--filter", f"name={lost}", "--format", "{{.Status}}"), 180)  # fmt: skip
+    wait_for(
+        f"{lost} Ready again",
+        lambda: (
+            "Ready"
+            in docker(1, "node", "ls", "--filter", f"name={lost}", "--format", "{{.Status}}")
+        ),
+        180,
+    )
     stack.pulumi("preview", "--expect-no-changes")
     report["figure"] = (
         f"{lost} cut at step {before}; task on {SPARE} after {moved_after:.0f} s; resumed "
@@ -335,8 +350,9 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
 
 def test_ds_config_change_replaces_only_the_launch(stack: Stack, report: dict[str, str]) -> None:
     """A ds_config change replaces only the launch: services untouched, training resumes."""
-    stack.pulumi("config", "set", "--path", "training.ds_config.gradient_clipping", "0.5",
-                 "--type", "float")  # fmt: skip
+    stack.pulumi(
+        "config", "set", "--path", "training.ds_config.gradient_clipping", "0.5", "--type", "float"
+    )
     p = plan(stack)
     assert p.get(LAUNCH) == ("replace", RESTARTS), p
     others = [n for n in p if n not in (LAUNCH, ROSTER)]
@@ -474,8 +490,9 @@ def test_drift_on_eight_hosts_reported_then_repaired(stack: Stack, report: dict[
     _relabel("lab-h2", "dss.gpus")
     docker(1, "node", "update", "--availability", "drain", "lab-h3")
     docker(1, "service", "update", "--detach", "--label-add", "hand=edit", "ds-worker")
-    subprocess.run(["ip", "netns", "exec", "dsslab-h4", "ip", "link", "set", "eth0", "mtu",
-                    "9000"], check=True)  # fmt: skip
+    subprocess.run(
+        ["ip", "netns", "exec", "dsslab-h4", "ip", "link", "set", "eth0", "mtu", "9000"], check=True
+    )
     gpus = LAB_ROOT / "h5" / "gpus"
     gpu_list = gpus.read_text()
     gpus.write_text("".join(gpu_list.splitlines(keepends=True)[1:]))
@@ -491,8 +508,9 @@ def test_drift_on_eight_hosts_reported_then_repaired(stack: Stack, report: dict[
         "test-lab8-facts-lab-h6": "driver_meets_minimum",
     }
     try:
-        proc = stack.pulumi("refresh", "--preview-only", "--expect-no-changes", "--diff",
-                            check=False)  # fmt: skip
+        proc = stack.pulumi(
+            "refresh", "--preview-only", "--expect-no-changes", "--diff", check=False
+        )
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0, f"drift on 8 hosts not detected:\n{out[-3000:]}"
         named = drifted_properties(out)
@@ -507,8 +525,10 @@ def test_drift_on_eight_hosts_reported_then_repaired(stack: Stack, report: dict[
         assert proc.returncode != 0, "up went ahead on a host that lost a GPU"
         assert "lab-h5" in out and "gpu_count" in out, out[-3000:]
     finally:
-        subprocess.run(["ip", "netns", "exec", "dsslab-h4", "ip", "link", "set", "eth0", "mtu",
-                        "9100"], check=True)  # fmt: skip
+        subprocess.run(
+            ["ip", "netns", "exec", "dsslab-h4", "ip", "link", "set", "eth0", "mtu", "9100"],
+            check=True,
+        )
         gpus.write_text(gpu_list)
         driver.write_text(driver_was)
     stack.pulumi("up", "--refresh", "--yes", "--skip-preview")
@@ -525,13 +545,16 @@ def test_drift_on_eight_hosts_reported_then_repaired(stack: Stack, report: dict[
 
 def test_removed_objects_reported_then_repaired(stack: Stack, report: dict[str, str]) -> None:
     """A secret and the overlay removed by hand are reported, then repaired by `up --refresh`."""
-    client = docker_host({}, 1)
+    leader = client(1)
     network = stack.outputs()["networkName"]
     docker(1, "service", "rm", "ds-master", "ds-worker", "ds-net-warmup")
-    secret = next(s for s in client.secrets.list()
-                  if s.attrs["Spec"]["Labels"].get("dss.file") == "wandb_api_key")  # fmt: skip
+    secret = next(
+        s
+        for s in leader.secrets.list()
+        if s.attrs["Spec"]["Labels"].get("dss.file") == "wandb_api_key"
+    )
     secret.remove()
-    remove_when_detached(client, network)
+    remove_network(leader, network)
     proc = stack.pulumi("refresh", "--preview-only", "--expect-no-changes", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"hand removals not detected:\n{out[-3000:]}"
@@ -582,9 +605,7 @@ def test_broken_config_touches_nothing(stack: Stack, report: dict[str, str]) -> 
 def task_logs(service: str) -> str:
     """Every task log of a service Swarm still has. `docker service logs` exits 1 when
     a node that ran one of its tasks has left (a host removed); what it got counts."""
-    argv = ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", "service", "logs", "--raw",
-            service]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    proc = docker_run(1, "service", "logs", "--raw", service, check=False)
     out = proc.stdout + proc.stderr  # the tasks' stdout and stderr
     assert "[entrypoint]" in out, f"{service}: no task logs read ({out[-500:]!r})"
     return out
@@ -607,13 +628,13 @@ def test_secrets_appear_nowhere(stack: Stack, report: dict[str, str]) -> None:
         "engine output": "\n".join(stack.transcript),
         "service specs": docker(1, "service", "inspect", *docker(1, "service", "ls", "-q").split()),
         "task logs": task_logs("ds-master") + task_logs("ds-worker"),
-        "run logs": "\n".join(p.read_text(errors="replace")
-                              for p in (LAB_ROOT / "shared" / "logs" / RUN).iterdir()),
-    }  # fmt: skip
+        "run logs": "\n".join(p.read_text(errors="replace") for p in shared("logs", RUN).iterdir()),
+    }
     image = stack.outputs()["imageRef"]
     tagged = f"{image.split('@')[0]}:{stack.outputs()['imageTag']}"
-    saved = subprocess.run(["docker", "save", tagged], capture_output=True, check=True,
-                           timeout=600).stdout  # fmt: skip
+    saved = subprocess.run(
+        ["docker", "save", tagged], capture_output=True, check=True, timeout=600
+    ).stdout
     for what, value in needles.items():
         for place, text in places.items():
             assert value not in text, f"the {what} appears in the {place}"
@@ -625,18 +646,25 @@ def test_secrets_appear_nowhere(stack: Stack, report: dict[str, str]) -> None:
     report["command"] = "grep <value> in each; docker save <image>"
 
 
+def no_containers(i: int) -> bool:
+    """Lab host i runs no container (a removed service's tasks leave asynchronously)."""
+    return not docker(i, "ps", "-aq").strip()
+
+
 def test_destroy_leaves_only_the_checkpoint(stack: Stack, report: dict[str, str]) -> None:
     """`pulumi destroy` leaves a complete checkpoint and nothing else the stack made."""
     stack.pulumi("destroy", "--yes", "--skip-preview")
-    found, skipped = checkpoints().select_latest(CHECKPOINTS)
+    found, skipped = ck.select_latest(CHECKPOINTS)
     assert found is not None, f"no complete checkpoint after destroy: {skipped}"
     for i in range(1, HOSTS + 1):
         info = json.loads(docker(i, "info", "--format", "{{json .Swarm.LocalNodeState}}"))
         assert info == "inactive", f"lab-h{i} is still in a swarm ({info})"
-        wait_for(f"lab-h{i} without containers",
-                 lambda i=i: not docker(i, "ps", "-aq").strip(), 90)  # fmt: skip
-        nets = [n for n in docker(i, "network", "ls", "--format", "{{.Name}}").split()
-                if n.startswith("ds-net")]  # fmt: skip
+        wait_for(f"lab-h{i} without containers", partial(no_containers, i), 90)
+        nets = [
+            n
+            for n in docker(i, "network", "ls", "--format", "{{.Name}}").split()
+            if n.startswith("ds-net")
+        ]
         assert not nets, f"lab-h{i}: networks left: {nets}"
     report["figure"] = (
         f"checkpoint {found[1]} verified (sha256); 9 hosts out of the swarm, no containers, "

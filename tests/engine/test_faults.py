@@ -21,26 +21,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dss_train import checkpoints as ck
 
-from tests.engine.conftest import LAB_ROOT, ROOT, Stack, dev_config, docker_host, logged_steps
+from harness import ROOT
+from harness.configs import dev_config
+from harness.lab import LAB_ROOT, client, exec_text, logged_steps, shared
+from harness.stack import Stack
+from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
 
 RUN = "faults"
 SECRET = "wandb-faults-6c1d0e"
-CKPTS = LAB_ROOT / "shared" / "checkpoints" / RUN
+CKPTS = shared("checkpoints", RUN)
 LOCKED = "currently locked"
 
 
 @pytest.fixture(scope="module")
-def stack(lab: dict[str, Any], make_stack: Any) -> Stack:
+def stack(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
     """The dev stack's config under another run name, not yet deployed."""
-    made: Stack = make_stack(
+    return make_stack(
         "test-faults",
         dev_config(run_name=RUN, steps=5000, checkpoint_every=10),
         {"wandb_api_key": SECRET},
     )
-    return made
 
 
 def kill_session(sid: int) -> None:
@@ -77,7 +81,7 @@ def interrupt(stack: Stack, args: list[str], pattern: str, sig: int, delay: floa
             sent = True
     proc.wait(timeout=900)
     out = "".join(lines)
-    stack.transcript.append(out)
+    stack.record(out)
     name = signal.Signals(sig).name
     sys.stdout.write(f"$ pulumi {' '.join(args)}  # {name} at /{pattern}/\n{out}\n")
     assert sent, f"pulumi {args[0]} never reached /{pattern}/:\n{out[-3000:]}"
@@ -95,7 +99,7 @@ def recover(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         check=False,
     )
-    stack.transcript += [proc.stdout, proc.stderr]
+    stack.record(proc.stdout, proc.stderr)
     sys.stdout.write(f"$ recover {' '.join(args)}\n{proc.stdout}{proc.stderr}\n")
     return proc
 
@@ -118,9 +122,8 @@ def launchers(lab: dict[str, Any]) -> int:
     count = 0
     for i in range(1, len(lab["hosts"]) + 1):
         label = "com.docker.swarm.service.name=ds-master"
-        for ctr in docker_host(lab, i).containers.list(filters={"label": label}):
-            res = ctr.exec_run(["pgrep", "-fc", "deepspeed --hostfile="])
-            count += int(res.output.decode().strip() or 0)
+        for ctr in client(i).containers.list(filters={"label": label}):
+            count += int(exec_text(ctr, ["pgrep", "-fc", "deepspeed --hostfile="]).strip() or 0)
     return count
 
 
@@ -200,7 +203,7 @@ def test_host_dockerd_stopped_during_up(stack: Stack, lab: dict[str, Any]) -> No
     try:
         out = first + proc.stdout.read()
         proc.wait(timeout=900)
-        stack.transcript.append(out)
+        stack.record(out)
         sys.stdout.write(f"$ pulumi up  # lab-h2's dockerd stopped\n{out}\n")
         assert proc.returncode != 0, f"up succeeded with lab-h2's dockerd down:\n{out[-3000:]}"
         errors = [x for x in out.splitlines() if "error" in x.lower()]
@@ -211,11 +214,13 @@ def test_host_dockerd_stopped_during_up(stack: Stack, lab: dict[str, Any]) -> No
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(1)
         _start_dockerd(2)
-    leader = docker_host(lab, 1)
+    leader = client(1)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        states = {n.attrs["Description"]["Hostname"]: n.attrs["Status"]["State"]
-                  for n in leader.nodes.list()}  # fmt: skip
+        states = {
+            n.attrs["Description"]["Hostname"]: n.attrs["Status"]["State"]
+            for n in leader.nodes.list()
+        }
         if states.get("lab-h2") == "ready":
             break
         time.sleep(2)
@@ -226,28 +231,20 @@ def test_host_dockerd_stopped_during_up(stack: Stack, lab: dict[str, Any]) -> No
     assert labels.attrs["Spec"]["Labels"].get("rack") == "r2", "lab-h2 lacks the new label"
 
 
-def _checkpoints() -> Any:
-    sys.path.insert(0, str(ROOT / "images"))
-    from dss_train import checkpoints
-
-    return checkpoints
-
-
 def test_destroy_killed_halfway_then_finished(stack: Stack, lab: dict[str, Any]) -> None:
     """A `destroy` killed while deleting the services finishes when run again after the
     recovery; the hosts are left clean and the run's checkpoints stay intact."""
-    ck = _checkpoints()
     deadline = time.monotonic() + 300
     while ck.select_latest(CKPTS)[0] is None and time.monotonic() < deadline:
         time.sleep(3)
     before, _ = ck.select_latest(CKPTS)
     assert before is not None, f"run {RUN} wrote no checkpoint to {CKPTS} in 300 s"
-    interrupt(stack, ["destroy", "--yes", "--skip-preview"], r"test-faults-train-\w+\s+deleting",
-              signal.SIGKILL)  # fmt: skip
+    destroy = ["destroy", "--yes", "--skip-preview"]
+    interrupt(stack, destroy, r"test-faults-train-\w+\s+deleting", signal.SIGKILL)
     after_kill(stack, rerun="destroy")
     stack.pulumi("destroy", "--yes", "--skip-preview")
     for i in (1, 2):
-        info = docker_host(lab, i).api.info()
+        info = client(i).api.info()
         assert info["Swarm"]["LocalNodeState"] == "inactive", f"lab-h{i} is still in a swarm"
     latest, skipped = ck.select_latest(CKPTS)
     assert latest is not None and latest >= before, f"checkpoint {before} lost: {latest}"

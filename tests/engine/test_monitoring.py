@@ -11,13 +11,21 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 
-from tests.engine.conftest import ROOT, Stack, dev_config, docker_host
+from harness import ROOT
+from harness.configs import dev_config
+from harness.lab import client, exec_text
+from harness.stack import Stack
+from harness.waits import wait_for
+from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
+
+T = TypeVar("T")
 
 RUN = "monitored"
 SECRET = "wandb-monitoring-3b9d2a"
@@ -48,7 +56,7 @@ def images() -> None:
 
 
 @pytest.fixture(scope="module")
-def deployed(lab: dict[str, Any], images: None, make_stack: Any) -> Stack:
+def deployed(lab: dict[str, Any], images: None, make_stack: MakeStack) -> Stack:
     """The dev stack with monitoring on, brought up once for the module."""
     config = dev_config(run_name=RUN, steps=20000, checkpoint_every=50)
     config["deepspeed-swarm:monitoring"] = MONITORING
@@ -77,20 +85,11 @@ def query(base: str, promql: str) -> list[dict[str, Any]]:
     return result
 
 
-def wait_for(what: str, check: Any, timeout: float, interval: float = 5.0) -> Any:
-    """Poll `check()` until it returns something truthy; fail naming `what` and the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as e:  # Prometheus not answering yet
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"{what} not within {timeout:.0f}s; last: {last!r}")
+def wait_for_prom(
+    what: str, check: Callable[[], T | None], timeout: float, interval: float = 5.0
+) -> T:
+    """`wait_for` on Prometheus' API: while it is not answering yet, poll on."""
+    return wait_for(what, check, timeout, interval, ignore=(OSError,))
 
 
 def targets_by_job(base: str) -> dict[str, list[str]]:
@@ -116,7 +115,7 @@ def test_every_target_is_up(prom: str) -> None:
         return jobs if ok else None
 
     # The ranks serve once training joined its process group (after `up` launches it).
-    wait_for("every target up", all_up, timeout=600)
+    wait_for_prom("every target up", all_up, timeout=600)
 
 
 def test_one_loss_series_per_rank(prom: str) -> None:
@@ -125,7 +124,11 @@ def test_one_loss_series_per_rank(prom: str) -> None:
     def losses() -> list[dict[str, Any]]:
         return query(prom, f'dss_train_loss{{run="{RUN}"}}')
 
-    series = wait_for("loss series of both ranks", lambda: len(losses()) == 2 and losses(), 300)
+    def both() -> list[dict[str, Any]] | None:
+        found = losses()
+        return found if len(found) == 2 else None
+
+    series = wait_for_prom("loss series of both ranks", both, 300)
     ranks = sorted(s["metric"]["rank"] for s in series)
     assert ranks == ["0", "1"], f"one loss series per rank expected: {series}"
     assert {s["metric"]["node"] for s in series} == {"lab-h1", "lab-h2"}, series
@@ -134,7 +137,7 @@ def test_one_loss_series_per_rank(prom: str) -> None:
 
 def test_node_exporters_name_their_hosts(prom: str) -> None:
     """Each host's exporter reports the Swarm node's hostname."""
-    names = wait_for(
+    names = wait_for_prom(
         "node_uname_info of both hosts",
         lambda: (
             {s["metric"]["nodename"] for s in query(prom, "node_uname_info")}
@@ -154,7 +157,7 @@ def test_no_op_with_monitoring(deployed: Stack) -> None:
 
 def test_no_alert_while_training_runs(prom: str) -> None:
     """With every rank advancing, no training alert fires."""
-    wait_for(
+    wait_for_prom(
         "both ranks advancing",
         lambda: len(query(prom, f'changes(dss_train_step{{run="{RUN}"}}[{WINDOW_S}s]) > 0')) == 2,
         300,
@@ -166,7 +169,7 @@ def test_no_alert_while_training_runs(prom: str) -> None:
 def rank_pid(container: Any) -> str:
     """The pid (in the task) of the rank process the deepspeed launcher started there:
     `python -u train.py --local_rank=0 ...`, not the launcher itself."""
-    out = container.exec_run(["ps", "-eo", "pid=,args="], user="1000").output.decode()
+    out = exec_text(container, ["ps", "-eo", "pid=,args="], user="1000")
     ranks = [
         line.split(None, 1)[0]
         for line in out.splitlines()
@@ -179,9 +182,7 @@ def rank_pid(container: Any) -> str:
 def test_stopped_rank_fires_stalled_alert(prom: str, lab: dict[str, Any]) -> None:
     """SIGSTOP of rank 1's process inside the worker task (the task keeps running) fires
     DssRankStalled for rank 1, and not for rank 0, within the stall window."""
-    worker = docker_host(lab, 2).containers.list(
-        filters={"label": "com.docker.swarm.service.name=ds-worker"}
-    )
+    worker = client(2).containers.list(filters={"label": "com.docker.swarm.service.name=ds-worker"})
     assert len(worker) == 1, f"lab-h2: worker tasks {[c.name for c in worker]}"
     container = worker[0]
     pid = rank_pid(container)
@@ -197,7 +198,7 @@ def test_stopped_rank_fires_stalled_alert(prom: str, lab: dict[str, Any]) -> Non
                 if a["labels"]["alertname"] == "DssRankStalled" and a["state"] == "firing"
             ]
 
-        alerts = wait_for("DssRankStalled firing", stalled, ALERT_WITHIN_S, interval=2)
+        alerts = wait_for_prom("DssRankStalled firing", stalled, ALERT_WITHIN_S, interval=2)
         took = time.monotonic() - stopped
         assert [a["labels"]["rank"] for a in alerts] == ["1"], f"stalled alerts: {alerts}"
         assert alerts[0]["labels"]["node"] == "lab-h2", alerts

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from delivery.preview import changes
-from tests.engine.conftest import ROOT, Stack, dev_config
+from harness import ROOT
+from harness.configs import dev_config
+from harness.stack import Stack
 from tests.unit.delivery.real_cases import (
     CASES,
     REAL,

@@ -12,15 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import (
-    LAB_ROOT,
-    ROOT,
-    Stack,
-    dev_config,
-    docker_host,
-    logged_steps,
-    remove_when_detached,
-)
+from harness import ROOT
+from harness.configs import dev_config
+from harness.lab import LAB_ROOT, docker, logged_steps, remove_network, run_log, shared
+from harness.lab import client as lab_client
+from harness.stack import Stack
+from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
 
@@ -29,7 +26,7 @@ RUN = "enginetest"
 
 
 @pytest.fixture(scope="module")
-def deployed(lab: dict[str, Any], make_stack: Any) -> Stack:
+def deployed(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
     """The dev stack, brought up once for the module (short CPU run)."""
     stack = make_stack(
         "test-engine",
@@ -70,7 +67,7 @@ def changed_paths(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.lstrip(".")]
 
 
-def test_preflight_refuses_missing_gpus(lab: dict[str, Any], make_stack: Any) -> None:
+def test_preflight_refuses_missing_gpus(lab: dict[str, Any], make_stack: MakeStack) -> None:
     """`up` stops before any service exists when a host has fewer GPUs than configured."""
     cfg = dev_config(run_name="preflight")
     hosts = cfg["deepspeed-swarm:hosts"]
@@ -80,7 +77,7 @@ def test_preflight_refuses_missing_gpus(lab: dict[str, Any], make_stack: Any) ->
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, "up succeeded although lab-h2 has 2 GPUs, not 3"
     assert "host lab-h2: gpu_count is 2, config says 3" in out, out[-3000:]
-    assert docker_host(lab, 1).api.info()["Swarm"]["LocalNodeState"] != "active", (
+    assert lab_client(1).api.info()["Swarm"]["LocalNodeState"] != "active", (
         "preflight failed but the swarm was initialised anyway"
     )
     stack.pulumi("destroy", "--yes", "--skip-preview")
@@ -88,7 +85,7 @@ def test_preflight_refuses_missing_gpus(lab: dict[str, Any], make_stack: Any) ->
 
 def test_up_forms_swarm_with_labels(deployed: Stack, lab: dict[str, Any]) -> None:
     """Both lab hosts are Ready swarm nodes with their dss.* labels."""
-    nodes = {n.attrs["Description"]["Hostname"]: n.attrs for n in docker_host(lab, 1).nodes.list()}
+    nodes = {n.attrs["Description"]["Hostname"]: n.attrs for n in lab_client(1).nodes.list()}
     assert set(nodes) == {"lab-h1", "lab-h2"}
     assert nodes["lab-h1"]["Spec"]["Labels"]["dss.role"] == "master"
     assert nodes["lab-h2"]["Spec"]["Labels"]["dss.role"] == "worker"
@@ -99,7 +96,7 @@ def test_up_creates_overlay_with_mtu(deployed: Stack, lab: dict[str, Any]) -> No
     """The overlay exists with MTU 9000 and is attachable."""
     name = deployed.outputs()["networkName"]
     assert name.startswith("ds-net-"), name
-    net = docker_host(lab, 1).networks.get(name).attrs
+    net = lab_client(1).networks.get(name).attrs
     assert net["Driver"] == "overlay" and net["Attachable"]
     assert net["Options"]["com.docker.network.driver.mtu"] == "9000"
 
@@ -122,7 +119,7 @@ def test_hostfile_from_real_tasks(deployed: Stack) -> None:
 
 def test_training_runs(deployed: Stack) -> None:
     """The launch really trains: rank 0 logs steps with a loss to the shared /data."""
-    log = LAB_ROOT / "shared" / "logs" / RUN / "metrics.jsonl"
+    log = run_log(RUN, "metrics.jsonl")
     deadline = time.monotonic() + 600
     steps: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
@@ -154,10 +151,14 @@ def test_refresh_preview_only_finds_no_drift(deployed: Stack) -> None:
 def test_policy_pack_passes_in_preview(deployed: Stack) -> None:
     """The policy pack runs inside the real engine's preview (through the Python
     language host) and the dev stack passes every policy."""
+    policy = ROOT / "policy"
     proc = deployed.pulumi(
-        "preview", "--policy-pack", str(ROOT / "policy"),
-        "--policy-pack-config", str(ROOT / "policy" / "config" / "dev.json"),
-    )  # fmt: skip
+        "preview",
+        "--policy-pack",
+        str(policy),
+        "--policy-pack-config",
+        str(policy / "config" / "dev.json"),
+    )
     out = proc.stdout + proc.stderr
     assert "Policies:" in out and "deepspeed-swarm@v" in out, f"no policy report:\n{out[-3000:]}"
     reported = [x for x in out.splitlines() if "[advisory]" in x or "[mandatory]" in x]
@@ -168,12 +169,16 @@ def test_policy_pack_blocks_in_preview(deployed: Stack, tmp_path: Path) -> None:
     """A mandatory policy the stack breaks (an overlay MTU it does not have) fails the
     preview, naming the policy and the network resource."""
     config = tmp_path / "policy.json"
-    config.write_text(json.dumps({"all": "mandatory", "overlay-mtu": {"mtu": 1500},
-                                  "gpu-reservation": {"cpu_only": True}}))  # fmt: skip
+    rules = {
+        "all": "mandatory",
+        "overlay-mtu": {"mtu": 1500},
+        "gpu-reservation": {"cpu_only": True},
+    }
+    config.write_text(json.dumps(rules))
+    policy = str(ROOT / "policy")
     proc = deployed.pulumi(
-        "preview", "--policy-pack", str(ROOT / "policy"), "--policy-pack-config", str(config),
-        check=False,
-    )  # fmt: skip
+        "preview", "--policy-pack", policy, "--policy-pack-config", str(config), check=False
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"a mandatory violation did not fail the preview:\n{out[-3000:]}"
     assert "overlay-mtu" in out and "test-engine-net-overlay" in out, out[-3000:]
@@ -204,7 +209,7 @@ def test_task_spec_update_relaunches_training(deployed: Stack) -> None:
     # A second operator's `up` while the first runs: refused by the backend's lock.
     second = deployed.pulumi("up", "--yes", "--skip-preview", check=False)
     out, _ = first.communicate(timeout=1500)
-    deployed.transcript.append(out)
+    deployed.record(out)
     assert first.returncode == 0, f"the first up failed:\n{out[-3000:]}"
     assert second.returncode != 0, "a concurrent up was not refused"
     assert "currently locked" in second.stdout + second.stderr, second.stderr[-2000:]
@@ -218,7 +223,7 @@ def test_task_spec_update_relaunches_training(deployed: Stack) -> None:
 
 def test_drift_node_label(deployed: Stack, lab: dict[str, Any]) -> None:
     """A label removed from a node by hand is drift on that node's resource."""
-    client = docker_host(lab, 1)
+    client = lab_client(1)
     node = next(n for n in client.nodes.list() if n.attrs["Description"]["Hostname"] == "lab-h2")
     spec = node.attrs["Spec"]
     labels = dict(spec["Labels"])
@@ -269,38 +274,31 @@ def test_drift_driver_below_minimum(deployed: Stack) -> None:
         driver.write_text(before)
 
 
-def lab_docker(*args: str) -> None:
-    """The docker CLI against the leader lab host (a hand edit, as an operator makes)."""
-    argv = ["docker", "-H", f"unix://{LAB_ROOT}/h1/docker.sock", *args]
-    subprocess.run(argv, check=True, capture_output=True)
-
-
 def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
     """A service label added by hand is drift on the service resource."""
-    svc = docker_host(lab, 1).services.get("ds-worker")
-    lab_docker("service", "update", "--detach", "--label-add", "hand=edit", svc.id)
+    docker(1, "service", "update", "--detach", "--label-add", "hand=edit", "ds-worker")
     try:
         expect_drift(deployed, "test-engine-train-worker", "labels")
     finally:
-        lab_docker("service", "update", "--detach", "--label-rm", "hand", svc.id)
+        docker(1, "service", "update", "--detach", "--label-rm", "hand", "ds-worker")
 
 
 def test_drift_node_drained(deployed: Stack, lab: dict[str, Any]) -> None:
     """A node drained by hand is drift on its node resource, naming availability."""
-    lab_docker("node", "update", "--availability", "drain", "lab-h2")
+    docker(1, "node", "update", "--availability", "drain", "lab-h2")
     try:
         expect_drift(deployed, "test-engine-swarm-node-lab-h2", "availability")
     finally:
-        lab_docker("node", "update", "--availability", "active", "lab-h2")
+        docker(1, "node", "update", "--availability", "active", "lab-h2")
 
 
 def test_drift_node_role(deployed: Stack, lab: dict[str, Any]) -> None:
     """A worker promoted to manager by hand is drift on its node resource, naming role."""
-    lab_docker("node", "promote", "lab-h2")
+    docker(1, "node", "promote", "lab-h2")
     try:
         expect_drift(deployed, "test-engine-swarm-node-lab-h2", "role")
     finally:
-        lab_docker("node", "demote", "lab-h2")
+        docker(1, "node", "demote", "lab-h2")
 
 
 def test_drift_hostname(deployed: Stack) -> None:
@@ -320,19 +318,27 @@ def test_hand_removed_objects_are_reported_then_repaired(
 ) -> None:
     """Services, a secret and the overlay removed by hand are drift naming each resource;
     `pulumi up --refresh` puts them back and the launch again; then a no-op is a no-op."""
-    client = docker_host(lab, 1)
+    client = lab_client(1)
     network = deployed.outputs()["networkName"]
     # Docker refuses to remove a secret or network a service still uses: services first.
-    lab_docker("service", "rm", "ds-master", "ds-worker", "ds-net-warmup")
-    secret = next(s for s in client.secrets.list() if s.attrs["Spec"]["Labels"].get("dss.file")
-                  == "wandb_api_key")  # fmt: skip
+    docker(1, "service", "rm", "ds-master", "ds-worker", "ds-net-warmup")
+    secret = next(
+        s
+        for s in client.secrets.list()
+        if s.attrs["Spec"]["Labels"].get("dss.file") == "wandb_api_key"
+    )
     secret.remove()
-    remove_when_detached(client, network)
+    remove_network(client, network)
     proc = deployed.pulumi("refresh", "--preview-only", "--expect-no-changes", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"hand removals not detected:\n{out[-3000:]}"
-    for name in ("test-engine-train-master", "test-engine-train-worker",
-                 "test-engine-secrets-wandb-api-key", "test-engine-net-overlay"):  # fmt: skip
+    gone = (
+        "test-engine-train-master",
+        "test-engine-train-worker",
+        "test-engine-secrets-wandb-api-key",
+        "test-engine-net-overlay",
+    )
+    for name in gone:
         deleted = re.search(rf"^\s*-\s+\S+ {name} delete\s*$", out, re.M)
         assert deleted, f"refresh does not report {name} as gone:\n{out[-3000:]}"
     assert "Exception" not in out, f"refresh failed instead of reporting:\n{out[-3000:]}"
@@ -340,7 +346,7 @@ def test_hand_removed_objects_are_reported_then_repaired(
     assert client.networks.get(network).attrs["Options"]["com.docker.network.driver.mtu"] == "9000"
     deployed.pulumi("preview", "--expect-no-changes")
     deployed.pulumi("refresh", "--preview-only", "--expect-no-changes")
-    log = LAB_ROOT / "shared" / "logs" / RUN / "launcher.log"
+    log = run_log(RUN, "launcher.log")
     assert log.exists(), f"{log}: the relaunch wrote nothing"
 
 
@@ -348,20 +354,20 @@ def test_destroy_stops_training_and_cleans_hosts(deployed: Stack, lab: dict[str,
     """Destroy SIGTERMs the run (it checkpoints), then leaves no service, network,
     secret or swarm behind on the lab hosts."""
     deployed.pulumi("destroy", "--yes", "--skip-preview")
-    ckpts = LAB_ROOT / "shared" / "checkpoints" / RUN
+    ckpts = shared("checkpoints", RUN)
     assert ckpts.exists() and any(ckpts.iterdir()), f"no checkpoint in {ckpts} after destroy"
     for i in (1, 2):
-        info = docker_host(lab, i).api.info()
+        info = lab_client(i).api.info()
         assert info["Swarm"]["LocalNodeState"] == "inactive", f"lab-h{i} is still in a swarm"
     for i in (1, 2):
-        client = docker_host(lab, i)
+        client = lab_client(i)
         # Swarm removes a removed service's task containers asynchronously.
         deadline = time.monotonic() + 60
         while client.containers.list(all=True) and time.monotonic() < deadline:
             time.sleep(2)
         left = [(c.name, c.status) for c in client.containers.list(all=True)]
         assert not left, f"lab-h{i}: containers left 60 s after destroy: {left}"
-        left = [n.name for n in client.networks.list() if n.name.startswith("ds-net")]
-        assert not left, f"lab-h{i}: networks left after destroy: {left}"
+        nets = [n.name for n in client.networks.list() if (n.name or "").startswith("ds-net")]
+        assert not nets, f"lab-h{i}: networks left after destroy: {nets}"
     state = deployed.state_text()
     assert '"type": "docker:index/service:Service"' not in state, "services left in state"

@@ -23,13 +23,19 @@ from typing import Any
 
 import pytest
 
-from tests.engine.conftest import ROOT, Stack, dev_config, docker_host, logged_steps
+from harness import ROOT
+from harness.configs import dev_config
+from harness.lab import client, exec_text, ident, logged_steps
+from harness.stack import Stack
+from infra.layout import TRAINING_SERVICES
+from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
 
 RUN = "upgradetest"
 SECRET = "wandb-upgrade-3d1f-not-for-logs"
-TRAINING_SERVICES = ("ds-master", "ds-worker")
+Snapshot = tuple[dict[str, set[str]], dict[str, set[str]]]
+"""Running task ids per training service, and training processes per task container."""
 
 
 def upgrade_from() -> str:
@@ -68,9 +74,9 @@ def extract(commit: str, dest: Path) -> Path:
     return dest
 
 
-def running_tasks(lab: dict[str, Any]) -> dict[str, set[str]]:
+def running_tasks() -> dict[str, set[str]]:
     """Running task ids per training service, as the leader lists them."""
-    api = docker_host(lab, 1).api
+    api: Any = client(1).api  # docker-py's low-level API is untyped
     out: dict[str, set[str]] = {}
     for service in TRAINING_SERVICES:
         tasks = api.tasks(filters={"service": service, "desired-state": "running"})
@@ -78,29 +84,31 @@ def running_tasks(lab: dict[str, Any]) -> dict[str, set[str]]:
     return out
 
 
-def training_processes(lab: dict[str, Any]) -> dict[str, set[str]]:
+def training_processes() -> dict[str, set[str]]:
     """Per task container, the `pid start-time` of every training process in it (the
     launcher and its ranks): a restarted process has a new pid or start time."""
     out: dict[str, set[str]] = {}
     for i in (1, 2):
-        for ctr in docker_host(lab, i).containers.list():
+        for ctr in client(i).containers.list():
             service = ctr.labels.get("com.docker.swarm.service.name", "")
             if service not in TRAINING_SERVICES:
                 continue
-            ps = ctr.exec_run(["ps", "-eo", "pid=,lstart=,args="]).output.decode()
-            out[ctr.name] = {
+            ps = exec_text(ctr, ["ps", "-eo", "pid=,lstart=,args="])
+            out[f"{service}@{ident(ctr)}"] = {
                 " ".join(line.split()[:6]) for line in ps.splitlines() if "train.py" in line
             }
     return out
 
 
 @pytest.fixture(scope="module")
-def upgraded(lab: dict[str, Any], make_stack: Any, tmp_path_factory: Any) -> Iterator[Any]:
+def upgraded(
+    lab: dict[str, Any], make_stack: MakeStack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Stack, Snapshot]]:
     """The dev stack deployed by the base commit's program, training, before the new
     program touches it; yields (stack, tasks and processes as the base left them)."""
     base = extract(upgrade_from(), tmp_path_factory.mktemp("upgrade") / "base")
     config = dev_config(run_name=RUN, steps=100000, checkpoint_every=10)
-    stack: Stack = make_stack("test-upgrade", config, {"wandb_api_key": SECRET})
+    stack = make_stack("test-upgrade", config, {"wandb_api_key": SECRET})
     # The base program reads the same stack file (its passphrase salt and config).
     shutil.copy(stack.config_file, base / stack.config_file.name)
     stack.pulumi("up", "--yes", "--skip-preview", cwd=base)
@@ -108,36 +116,36 @@ def upgraded(lab: dict[str, Any], make_stack: Any, tmp_path_factory: Any) -> Ite
     while time.monotonic() < deadline and len(logged_steps(RUN)) < 3:
         time.sleep(5)
     assert len(logged_steps(RUN)) >= 3, "the base program's run logged no steps in 600 s"
-    before = (running_tasks(lab), training_processes(lab))
+    before = (running_tasks(), training_processes())
     assert all(before[0].values()) and all(before[1].values()), f"nothing training: {before}"
     yield stack, before
     # The new program destroys what the old one made (make_stack's cleanup).
 
 
-def test_preview_after_upgrade_is_a_no_op(upgraded: Any) -> None:
+def test_preview_after_upgrade_is_a_no_op(upgraded: tuple[Stack, Snapshot]) -> None:
     """This checkout's program previews the base commit's live stack with no change."""
     stack, _ = upgraded
     stack.pulumi("preview", "--expect-no-changes", "--diff")
 
 
-def test_up_after_upgrade_restarts_nothing(upgraded: Any, lab: dict[str, Any]) -> None:
+def test_up_after_upgrade_restarts_nothing(upgraded: tuple[Stack, Snapshot]) -> None:
     """`up` with the new program changes nothing, no Swarm task is replaced and no
     training process restarts; training goes on."""
     stack, (tasks, processes) = upgraded
     step = max(logged_steps(RUN))
     stack.pulumi("up", "--yes", "--expect-no-changes", "--skip-preview")
-    assert running_tasks(lab) == tasks, "a training task was replaced by the upgrade"
-    assert training_processes(lab) == processes, "a training process restarted"
+    assert running_tasks() == tasks, "a training task was replaced by the upgrade"
+    assert training_processes() == processes, "a training process restarted"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and max(logged_steps(RUN)) <= step:
         time.sleep(5)
     assert max(logged_steps(RUN)) > step, f"training stopped at step {step} after the upgrade"
 
 
-def test_refresh_after_upgrade_is_clean(upgraded: Any, lab: dict[str, Any]) -> None:
+def test_refresh_after_upgrade_is_clean(upgraded: tuple[Stack, Snapshot]) -> None:
     """A refresh reads every resource of the old state (dynamic ones through the
     provider pickled by the base commit) and finds no drift; nothing restarted."""
     stack, (tasks, processes) = upgraded
     stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
     stack.pulumi("preview", "--refresh", "--expect-no-changes")
-    assert running_tasks(lab) == tasks and training_processes(lab) == processes
+    assert running_tasks() == tasks and training_processes() == processes

@@ -13,25 +13,32 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "images"
-HAVE_BUILDX = shutil.which("docker") is not None and subprocess.run(
-    ["docker", "buildx", "version"], capture_output=True).returncode == 0
+HAVE_BUILDX = (
+    shutil.which("docker") is not None
+    and subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0
+)
 
 
-def docker(*args: str, check: bool = True, timeout: float = 300,
-           input: str | None = None) -> subprocess.CompletedProcess[str]:
+def docker(
+    *args: str, check: bool = True, timeout: float = 300, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = None
     if args and args[0] == "build" and "DOCKER_BUILDKIT" not in os.environ:
         env = os.environ | {"DOCKER_BUILDKIT": "1" if HAVE_BUILDX else "0"}
-    r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
-                       input=input, env=env)
+    r = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, input=input, env=env
+    )
     if check and r.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed ({r.returncode}):\n"
-                             f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        raise AssertionError(
+            f"docker {' '.join(args)} failed ({r.returncode}):\n"
+            f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        )
     return r
 
 
@@ -44,8 +51,9 @@ def image() -> str:
     if tag:
         return tag
     env = os.environ | {"DSS_IMAGE": "dss-train:cpu-test"}
-    r = subprocess.run([str(IMAGES / "build")], env=env, capture_output=True, text=True,
-                       timeout=3600)
+    r = subprocess.run(
+        [str(IMAGES / "build")], env=env, capture_output=True, text=True, timeout=3600
+    )
     assert r.returncode == 0, f"images/build failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
     return r.stdout.strip().splitlines()[-1]
 
@@ -54,8 +62,21 @@ def image() -> str:
 def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A throwaway ed25519 key pair, laid out like the Swarm secrets folder."""
     d = tmp_path_factory.mktemp("secrets")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "dss-test",
-                    "-f", str(d / "ssh_private_key")], check=True)
+    subprocess.run(
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "dss-test",
+            "-f",
+            str(d / "ssh_private_key"),
+        ],
+        check=True,
+    )
     (d / "ssh_private_key.pub").rename(d / "ssh_public_key")
     # Swarm secrets are root-owned 0444 by default; the container user (1000) reads them.
     for f in d.iterdir():
@@ -67,6 +88,7 @@ def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @dataclass
 class Docker:
     """Creates docker resources with a unique prefix and removes them all afterwards."""
+
     image: str
     prefix: str = field(default_factory=lambda: f"dss-t-{uuid.uuid4().hex[:8]}")
     containers: list[str] = field(default_factory=list)
@@ -85,10 +107,18 @@ class Docker:
         self.volumes.append(name)
         return name
 
-    def run(self, name: str, *cmd: str, network: str | None = None, volume: str | None = None,
-            env: dict[str, str] | None = None, secrets: Path | None = None,
-            detach: bool = True, user: str | None = None,
-            extra: tuple[str, ...] = ()) -> str:
+    def run(
+        self,
+        name: str,
+        *cmd: str,
+        network: str | None = None,
+        volume: str | None = None,
+        env: dict[str, str] | None = None,
+        secrets: Path | None = None,
+        detach: bool = True,
+        user: str | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> str:
         """docker run (detached by default); returns the container name."""
         cname = f"{self.prefix}-{name}"
         self.containers.append(cname)
@@ -118,19 +148,41 @@ class Docker:
         r = docker("logs", cname, check=False)
         return r.stdout + r.stderr
 
-    def exec(self, cname: str, *cmd: str, check: bool = False,
-             timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def exec(
+        self, cname: str, *cmd: str, check: bool = False, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         return docker("exec", cname, *cmd, check=check, timeout=timeout)
 
     def read(self, volume: str, path: str) -> str:
         """Read a file from a volume with a throwaway container."""
-        return docker("run", "--rm", "--network", "none", "-v", f"{volume}:/data",
-                      "--entrypoint", "cat", self.image, f"/data/{path}").stdout
+        return docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{volume}:/data",
+            "--entrypoint",
+            "cat",
+            self.image,
+            f"/data/{path}",
+        ).stdout
 
     def sh(self, volume: str, script: str) -> subprocess.CompletedProcess[str]:
         """Run a shell snippet against a volume with a throwaway container."""
-        return docker("run", "--rm", "--network", "none", "-v", f"{volume}:/data",
-                      "--entrypoint", "bash", self.image, "-c", script)
+        return docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{volume}:/data",
+            "--entrypoint",
+            "bash",
+            self.image,
+            "-c",
+            script,
+        )
 
     def cleanup(self) -> None:
         for c in self.containers:
@@ -166,13 +218,19 @@ def running(cname: str) -> bool:
     return r.stdout.strip() == "true"
 
 
-def metrics(d: Docker, volume: str, run: str) -> list[dict]:
+def metrics(d: Docker, volume: str, run: str) -> list[dict[str, Any]]:
     text = d.read(volume, f"logs/{run}/metrics.jsonl")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def wait_for_step(d: Docker, volume: str, run: str, step: int, timeout: float = 600,
-                  alive: Callable[[], bool] | None = None) -> None:
+def wait_for_step(
+    d: Docker,
+    volume: str,
+    run: str,
+    step: int,
+    timeout: float = 600,
+    alive: Callable[[], bool] | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r = d.sh(volume, f"tail -n1 /data/logs/{run}/metrics.jsonl 2>/dev/null || true")

@@ -9,12 +9,12 @@ from .conftest import Docker
 pytestmark = [pytest.mark.image, pytest.mark.timeout(600)]
 
 
-def run_train(dk: Docker, name: str, script: str,
-              env: dict[str, str] | None = None) -> tuple[int, str]:
+def run_train(
+    dk: Docker, name: str, script: str, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     c = dk.run(name, "bash", "-c", script, env=env)
     rc = dk.wait(c, timeout=300)
-    out = "\n".join(line for line in dk.logs(c).splitlines()
-                    if not line.startswith("[entrypoint]"))
+    out = "\n".join(line for line in dk.logs(c).splitlines() if not line.startswith("[entrypoint]"))
     return rc, out
 
 
@@ -33,8 +33,11 @@ def test_missing_ds_config_is_named(dk: Docker) -> None:
 
 def test_malformed_ds_config_is_named(dk: Docker) -> None:
     """A malformed ds_config exits 2 naming file, line and column."""
-    rc, out = run_train(dk, "badcfg", "printf '{\\n  \"a\": ,\\n}' > /tmp/ds.json; "
-                                      "python train.py --ds-config /tmp/ds.json")
+    rc, out = run_train(
+        dk,
+        "badcfg",
+        "printf '{\\n  \"a\": ,\\n}' > /tmp/ds.json; python train.py --ds-config /tmp/ds.json",
+    )
     assert rc == 2
     assert_named(out, "ds_config /tmp/ds.json is not valid JSON: Expecting value at line 2")
 
@@ -42,8 +45,13 @@ def test_malformed_ds_config_is_named(dk: Docker) -> None:
 def test_world_size_not_matching_hostfile_is_named(dk: Docker) -> None:
     """WORLD_SIZE that differs from the hostfile's slots exits 2 naming both."""
     env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
-    rc, out = run_train(dk, "hf", "printf 'n0 slots=1\\nn1 slots=1\\nn2 slots=1\\n' > /tmp/h; "
-                                  "python train.py --hostfile /tmp/h", env)
+    rc, out = run_train(
+        dk,
+        "hf",
+        "printf 'n0 slots=1\\nn1 slots=1\\nn2 slots=1\\n' > /tmp/h; "
+        "python train.py --hostfile /tmp/h",
+        env,
+    )
     assert rc == 2
     assert_named(out, "world size 2 does not match /tmp/h: 3 hosts with 3 slots in all")
 

@@ -21,9 +21,10 @@ def test_deepspeed_pdsh_launcher_trains_two_nodes(dk: Docker, ssh_keys: Path) ->
     n0 = dk.run("n0", "sleep", "infinity", network=net, volume=vol, secrets=ssh_keys)
     dk.run("n1", network=net, volume=vol, secrets=ssh_keys)
     time.sleep(3)  # sshd up on both
-    r = dk.exec(n0, "deepspeed", "--hostfile", "/data/hostfile", "--launcher", "pdsh",
-                "--master_addr", "n0", "--master_port", "29510", "--ssh_port", "2222",
-                "train.py", "--run", "pdsh", "--steps", "3", timeout=600)
+    launcher = ["--hostfile", "/data/hostfile", "--launcher", "pdsh", "--ssh_port", "2222"]
+    master = ["--master_addr", "n0", "--master_port", "29510"]
+    train = ["train.py", "--run", "pdsh", "--steps", "3"]
+    r = dk.exec(n0, "deepspeed", *launcher, *master, *train, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     m = metrics(dk, vol, "pdsh")
     assert [x["step"] for x in m] == [1, 2, 3] and m[-1]["world_size"] == 2
@@ -33,10 +34,23 @@ def test_deepspeed_no_ssh_launcher_trains_two_nodes(dk: Docker) -> None:
     """`deepspeed --no_ssh --node_rank R` on each node trains as one job."""
     net, vol = dk.network(), dk.volume()
     dk.sh(vol, HOSTFILE)
-    names = [dk.run(f"n{r}", "deepspeed", "--hostfile", "/data/hostfile", "--no_ssh",
-                    "--node_rank", str(r), "--master_addr", "n0", "--master_port", "29511",
-                    "train.py", "--run", "nossh", "--steps", "3", network=net, volume=vol)
-             for r in (0, 1)]
+    launcher = ["--hostfile", "/data/hostfile", "--no_ssh"]
+    master = ["--master_addr", "n0", "--master_port", "29511"]
+    train = ["train.py", "--run", "nossh", "--steps", "3"]
+    names = [
+        dk.run(
+            f"n{r}",
+            "deepspeed",
+            *launcher,
+            "--node_rank",
+            str(r),
+            *master,
+            *train,
+            network=net,
+            volume=vol,
+        )
+        for r in (0, 1)
+    ]
     codes = [dk.wait(n) for n in names]
     assert codes == [0, 0], dk.logs(names[0])[-3000:] + dk.logs(names[1])[-3000:]
     m = metrics(dk, vol, "nossh")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -17,13 +18,14 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
 
+from harness import waits
 from infra import prometheus
 from infra.config import parse_stack_config
 from tests.image.conftest import ROOT, docker
@@ -31,14 +33,16 @@ from tests.unit.infra.samples import stack_config
 
 pytestmark = pytest.mark.image
 
+T = TypeVar("T")
+
 SCRAPE_S, STALL_INTERVALS = 5, 4
 WINDOW_S = SCRAPE_S * STALL_INTERVALS
 
-# A rank that serves dss_train metrics and, like a synchronous collective, advances only
-# once its peer has reached its step (files in a shared folder stand in for the network).
+# A rank that serves dss_train metrics (images/ on its PYTHONPATH) and, like a synchronous
+# collective, advances only once its peer has reached its step (files in a shared folder
+# stand in for the network).
 FAKE_RANK = """
 import pathlib, sys, time
-sys.path.insert(0, sys.argv[4])
 from dss_train import metrics as m
 rank, port, folder = int(sys.argv[1]), int(sys.argv[2]), pathlib.Path(sys.argv[3])
 me, peer = folder / f"step{rank}", folder / f"step{1 - rank}"
@@ -82,12 +86,12 @@ def ranks(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], int]]]
     """Two fake ranks (process, port); killed after the test."""
     script = tmp_path / "rank.py"
     script.write_text(FAKE_RANK)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "images"))
     procs = []
     for rank in (0, 1):
         port = free_port()
-        argv = [sys.executable, str(script), str(rank), str(port), str(tmp_path),
-                str(ROOT / "images")]  # fmt: skip
-        procs.append((subprocess.Popen(argv), port))
+        argv = [sys.executable, str(script), str(rank), str(port), str(tmp_path)]
+        procs.append((subprocess.Popen(argv, env=env), port))
     yield procs
     for proc, _ in procs:
         proc.send_signal(signal.SIGCONT)
@@ -125,8 +129,9 @@ def prom(
     name = f"dss-test-prom-{uuid.uuid4().hex[:8]}"
     # Its own command line, listening on a free loopback port instead of :9090.
     argv = [*prometheus.prometheus_args(cfg)[:-1], f"--web.listen-address=127.0.0.1:{port}"]
-    docker("run", "-d", "--name", name, "--network", "host", "--user", prometheus.MONITORING_UID,
-           "-v", f"{conf_dir}:{prometheus.CONFIG_DIR}:ro", monitoring_base, *argv)  # fmt: skip
+    mount = f"{conf_dir}:{prometheus.CONFIG_DIR}:ro"
+    where = ["--name", name, "--network", "host", "--user", prometheus.MONITORING_UID, "-v", mount]
+    docker("run", "-d", *where, monitoring_base, *argv)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -142,19 +147,9 @@ def api(base: str, path: str, **params: str) -> Any:
         return json.loads(r.read())["data"]
 
 
-def wait_for(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except OSError as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(2)
-    raise AssertionError(f"{what} not within {timeout:.0f}s; last: {last!r}")
+def wait_for(what: str, check: Callable[[], T | None], timeout: float) -> T:
+    """`harness.waits.wait_for` on Prometheus' API: while it is not answering, poll on."""
+    return waits.wait_for(what, check, timeout, interval=2, ignore=(OSError,))
 
 
 def firing(base: str, alertname: str) -> list[dict[str, Any]]:

@@ -39,8 +39,9 @@ def scan_saved_image(tag: str, find: dict[str, bytes]) -> list[str]:
                         for lm in layer:
                             if lm.isfile():
                                 data = layer.extractfile(lm).read()  # type: ignore[union-attr]
-                                hits += [f"{m.name}:{lm.name}: {k}" for k, v in find.items()
-                                         if v in data]
+                                hits += [
+                                    f"{m.name}:{lm.name}: {k}" for k, v in find.items() if v in data
+                                ]
                     continue
                 except tarfile.ReadError:
                     f = outer.extractfile(m)  # a config blob, not a layer
@@ -63,10 +64,19 @@ def test_no_secret_in_any_layer(image: str, ssh_keys: Path, tmp_path: Path) -> N
     priv = (ssh_keys / "ssh_private_key").read_text()
     env = os.environ | {"DSS_IMAGE": tag, "SSH_PRIVATE_KEY": priv}
     try:
-        r = subprocess.run([str(ctx / "build"), "--build-arg", f"SSH_PRIVATE_KEY={priv}",
-                            "--build-arg",
-                            "SSH_PUBLIC_KEY=" + (ssh_keys / "ssh_public_key").read_text()],
-                           env=env, capture_output=True, text=True, timeout=1800)
+        r = subprocess.run(
+            [
+                str(ctx / "build"),
+                "--build-arg",
+                f"SSH_PRIVATE_KEY={priv}",
+                "--build-arg",
+                "SSH_PUBLIC_KEY=" + (ssh_keys / "ssh_public_key").read_text(),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         assert scan_saved_image(tag, needles(ssh_keys)) == []
     finally:

@@ -51,8 +51,15 @@ def test_key_login_as_training_user(pair: Pair) -> None:
 
 def test_password_login_refused(pair: Pair) -> None:
     """With the key withheld, sshd offers no password or keyboard-interactive login."""
-    rc, out = ssh(pair, "-o", "PubkeyAuthentication=no",
-                  "-o", "PreferredAuthentications=password,keyboard-interactive", "n0", "true")
+    rc, out = ssh(
+        pair,
+        "-o",
+        "PubkeyAuthentication=no",
+        "-o",
+        "PreferredAuthentications=password,keyboard-interactive",
+        "n0",
+        "true",
+    )
     assert rc == 255
     assert "Permission denied (publickey)" in out
 
@@ -66,11 +73,20 @@ def test_root_login_refused(pair: Pair) -> None:
 
 def test_sshd_effective_config_is_hardened(pair: Pair) -> None:
     """sshd's effective settings: no root login, no passwords, key auth only."""
-    r = pair.d.exec(pair.server, "bash", "-c",
-                    "/usr/sbin/sshd -T -f /opt/dss/sshd_config -h ~/.sshd/ssh_host_ed25519_key")
+    r = pair.d.exec(
+        pair.server,
+        "bash",
+        "-c",
+        "/usr/sbin/sshd -T -f /opt/dss/sshd_config -h ~/.sshd/ssh_host_ed25519_key",
+    )
     conf = set(r.stdout.splitlines())
-    assert {"permitrootlogin no", "passwordauthentication no", "pubkeyauthentication yes",
-            "kbdinteractiveauthentication no", "permitemptypasswords no"} <= conf, r.stderr
+    assert {
+        "permitrootlogin no",
+        "passwordauthentication no",
+        "pubkeyauthentication yes",
+        "kbdinteractiveauthentication no",
+        "permitemptypasswords no",
+    } <= conf, r.stderr
 
 
 def test_sshd_runs_as_non_root(pair: Pair) -> None:
@@ -81,11 +97,22 @@ def test_sshd_runs_as_non_root(pair: Pair) -> None:
 
 def test_host_keys_generated_per_container(pair: Pair) -> None:
     """No host key is baked into the image: each container generates its own."""
-    fp = [pair.d.exec(c, "ssh-keygen", "-lf", "/home/dss/.sshd/ssh_host_ed25519_key.pub").stdout
-          for c in (pair.server, pair.client)]
+    fp = [
+        pair.d.exec(c, "ssh-keygen", "-lf", "/home/dss/.sshd/ssh_host_ed25519_key.pub").stdout
+        for c in (pair.server, pair.client)
+    ]
     assert fp[0] and fp[1] and fp[0] != fp[1]
-    r = docker("run", "--rm", "--network", "none", "--entrypoint", "bash", pair.d.image, "-c",
-               "ls /etc/ssh/ssh_host_* /home/dss/.sshd 2>&1 | grep -c 'No such file'")
+    r = docker(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "bash",
+        pair.d.image,
+        "-c",
+        "ls /etc/ssh/ssh_host_* /home/dss/.sshd 2>&1 | grep -c 'No such file'",
+    )
     assert r.stdout.strip() == "2"
 
 

@@ -15,15 +15,21 @@ LR = "1e-3"  # the default 1e-4 learns too slowly to see in a few dozen CPU step
 
 
 def torchrun(node_rank: int, run: str, *extra: str) -> list[str]:
-    return ["torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node_rank),
-            "--master_addr", "ref0", "--master_port", "29500",
-            "train.py", "--run", run, "--steps", str(STEPS), "--lr", LR, *extra]
+    nodes = ["--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node_rank)]
+    master = ["--master_addr", "ref0", "--master_port", "29500"]
+    train = ["train.py", "--run", run, "--steps", str(STEPS), "--lr", LR, *extra]
+    return ["torchrun", *nodes, *master, *train]
 
 
 def env_rank(rank: int) -> dict[str, str]:
     """The launch environment torchrun/deepspeed would give, set by hand."""
-    return {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": "0",
-            "MASTER_ADDR": "n0", "MASTER_PORT": "29501"}
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "n0",
+        "MASTER_PORT": "29501",
+    }
 
 
 @dataclass
@@ -47,10 +53,20 @@ def runs(dk_module: Docker) -> Runs:
         d.run(f"ref{r}", *torchrun(r, "ref", "--ckpt-every", "1000"), network=net, volume=vol)
     ref_codes = [d.wait(f"{d.prefix}-ref{r}") for r in (0, 1)]
     # Interrupted: launched with the launcher's env by hand; slowed so SIGTERM lands mid-run.
-    args = ["python", "train.py", "--run", "int", "--steps", str(STEPS), "--lr", LR,
-            "--ckpt-every", "1000"]
-    names = [d.run(f"n{r}" if r == 0 else f"int{r}", *args, "--step-sleep", "2",
-                   network=net, volume=vol, env=env_rank(r)) for r in (0, 1)]
+    args = ["python", "train.py", "--run", "int", "--steps", str(STEPS), "--lr", LR]
+    args += ["--ckpt-every", "1000"]
+    names = [
+        d.run(
+            f"n{r}" if r == 0 else f"int{r}",
+            *args,
+            "--step-sleep",
+            "2",
+            network=net,
+            volume=vol,
+            env=env_rank(r),
+        )
+        for r in (0, 1)
+    ]
     wait_for_step(d, vol, "int", 4, alive=lambda: all(running(n) for n in names))
     for n in names:
         docker("kill", "--signal", "TERM", n)
@@ -58,8 +74,10 @@ def runs(dk_module: Docker) -> Runs:
     stopped_at = metrics(d, vol, "int")[-1]["step"]
     for n in names:
         docker("rm", "-f", n)
-    names = [d.run(f"n{r}" if r == 0 else f"res{r}", *args, network=net, volume=vol,
-                   env=env_rank(r)) for r in (0, 1)]
+    names = [
+        d.run(f"n{r}" if r == 0 else f"res{r}", *args, network=net, volume=vol, env=env_rank(r))
+        for r in (0, 1)
+    ]
     resume_codes = [d.wait(n) for n in names]
     return Runs(d, vol, ref_codes, int_codes, stopped_at, resume_codes, d.logs(names[0]))
 
@@ -124,13 +142,18 @@ def test_resumed_trajectory_matches_uninterrupted(runs: Runs) -> None:
 def test_corrupt_newest_checkpoint_is_skipped(dk: Docker) -> None:
     """A corrupted newest checkpoint is skipped in favour of the previous complete one."""
     vol = dk.volume()
-    dk.run("c1", "python", "train.py", "--run", "c", "--steps", "4", "--ckpt-every", "2",
-           volume=vol)
+    dk.run(
+        "c1", "python", "train.py", "--run", "c", "--steps", "4", "--ckpt-every", "2", volume=vol
+    )
     assert dk.wait(f"{dk.prefix}-c1") == 0
-    dk.sh(vol, "f=$(ls /data/checkpoints/c/step_00000004/*model_states.pt | head -n1); "
-               "printf 'garbage' | dd of=$f bs=1 seek=100 conv=notrunc status=none")
-    dk.run("c2", "python", "train.py", "--run", "c", "--steps", "5", "--ckpt-every", "2",
-           volume=vol)
+    dk.sh(
+        vol,
+        "f=$(ls /data/checkpoints/c/step_00000004/*model_states.pt | head -n1); "
+        "printf 'garbage' | dd of=$f bs=1 seek=100 conv=notrunc status=none",
+    )
+    dk.run(
+        "c2", "python", "train.py", "--run", "c", "--steps", "5", "--ckpt-every", "2", volume=vol
+    )
     assert dk.wait(f"{dk.prefix}-c2") == 0
     log = dk.logs(f"{dk.prefix}-c2")
     assert "skipping checkpoint step_00000004: checksum mismatch" in log
@@ -141,8 +164,8 @@ def test_other_world_size_resumes_weights(runs: Runs) -> None:
     """A 2-rank checkpoint resumed by 1 rank (a host removed): weights kept, optimizer
     state reset (ZeRO cannot re-partition it), training goes on at the next step."""
     d = runs.d
-    d.run("ws1", "python", "train.py", "--run", "ref", "--steps", str(STEPS + 2), "--lr", LR,
-          volume=runs.vol)  # fmt: skip
+    train = ["train.py", "--run", "ref", "--steps", str(STEPS + 2), "--lr", LR]
+    d.run("ws1", "python", *train, volume=runs.vol)
     assert d.wait(f"{d.prefix}-ws1") == 0, d.logs(f"{d.prefix}-ws1")[-3000:]
     log = d.logs(f"{d.prefix}-ws1")
     assert "world size changed 2 -> 1: weights resumed, optimizer state reset" in log, log[-2000:]

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
+from harness.configs import dev_stack_config
+from harness.lab import docker_run
 from infra import render
+from infra.config import StackConfig
 from infra.swarm import endpoint as swarm_endpoint
 from lab import config as c
 from lab.down import down
@@ -41,53 +44,29 @@ class Lab:
         self, i: int, *args: str, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         """The docker CLI against host i's own unix socket."""
-        env = dict(os.environ, DOCKER_HOST=f"unix://{self.paths.host(i).socket}")
-        p = subprocess.run(
-            ["docker", *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
-        )
-        if check and p.returncode != 0:
-            raise AssertionError(
-                f"{c.host_name(i)}: docker {' '.join(args)} failed: {p.stderr.strip()}"
-            )
-        return p
+        return docker_run(i, *args, check=check, timeout=timeout)
 
 
 def overlay_9000(lab: Lab, net: str) -> None:
     """An attachable overlay with MTU 9000, made on lab host 1."""
-    lab.docker(
-        1, "network", "create", "-d", "overlay", "--attachable",
-        "--opt", "com.docker.network.driver.mtu=9000", net,
-    )  # fmt: skip
+    mtu = "com.docker.network.driver.mtu=9000"
+    lab.docker(1, "network", "create", "-d", "overlay", "--attachable", "--opt", mtu, net)
 
 
 def df_ping(
     lab: Lab, net: str, target: str, size: int, count: int, wait: int
 ) -> subprocess.CompletedProcess[str]:
     """From a fresh container on host 1: ping `target` with DF set and `size` bytes."""
-    return lab.docker(
-        1, "run", "--rm", "--network", net, lab.image, "/bin/ping", "-c", str(count),
-        "-W", str(wait), "-M", "do", "-s", str(size), target, check=False,
-    )  # fmt: skip
+    ping = ["/bin/ping", "-c", str(count), "-W", str(wait), "-M", "do", "-s", str(size), target]
+    return lab.docker(1, "run", "--rm", "--network", net, lab.image, *ping, check=False)
 
 
 def pinned_service(lab: Lab, svc: str, net: str, host: int) -> None:
     """A one-task dnsrr service of the test image on `net`, pinned to lab host `host`."""
-    lab.docker(
-        1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr",
-        "--network", net, "--constraint", f"node.hostname=={c.host_name(host)}",
-        lab.image, "sleep", "3600",
-    )  # fmt: skip
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(step)
+    on_host = f"node.hostname=={c.host_name(host)}"
+    create = ["service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr"]
+    placed = ["--network", net, "--constraint", on_host]
+    lab.docker(1, *create, *placed, lab.image, "sleep", "3600")
 
 
 def _require_root() -> None:
@@ -136,22 +115,20 @@ def bare_lab() -> Iterator[Lab]:
         down(root)
 
 
-def dev_stack_config() -> Any:
-    """The dev stack's validated config (it points at the lab's fixed addresses)."""
-    from infra.config import parse_stack_config, stack_file_values
-
-    raw = stack_file_values((Path(__file__).resolve().parents[2] / "Pulumi.dev.yaml").read_text())
-    raw.pop("secrets", None)  # encrypted; these tests need none of them
-    return parse_stack_config(raw)
-
-
 @pytest.fixture
-def dev_cfg() -> Any:
+def dev_cfg() -> StackConfig:
     """The dev stack's validated config."""
     return dev_stack_config()
 
 
-def init_props(cfg: Any) -> dict[str, Any]:
+def outs(result: CreateResult | ReadResult | UpdateResult) -> dict[str, Any]:
+    """A dynamic provider's result outputs (the SDK types them optional; the project's
+    providers always return them)."""
+    assert result.outs is not None, f"{type(result).__name__} without outputs"
+    return result.outs
+
+
+def init_props(cfg: StackConfig) -> dict[str, Any]:
     """SwarmInit inputs for a config's leader, as the program passes them."""
     leader = cfg.leader
     return {
@@ -163,7 +140,7 @@ def init_props(cfg: Any) -> dict[str, Any]:
     }
 
 
-def node_props(cfg: Any, name: str, swarm_id: str) -> dict[str, Any]:
+def node_props(cfg: StackConfig, name: str, swarm_id: str) -> dict[str, Any]:
     """SwarmNode inputs for one host of a config, as the program passes them."""
     h = next(h for h in cfg.hosts if h.name == name)
     return {

@@ -1,4 +1,4 @@
-"""bench/dataplane_bench.py: a smoke run with --quick (2 lab hosts, 1 MB, one round); the
+"""bench.dataplane_bench: a smoke run with --quick (2 lab hosts, 1 MB, one round); the
 full numbers are in docs/benchmarks.md. It starts and takes down its own lab."""
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ def test_dataplane_bench_quick() -> None:
     the containers' MTUs the overlays promise, positive rates, and the lab left down."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "dataplane_bench.py"), "--quick"],
-        capture_output=True, text=True, timeout=840, cwd=ROOT,
-    )  # fmt: skip
+    argv = [sys.executable, "-m", "bench.dataplane_bench", "--quick"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=840, cwd=ROOT)
     assert proc.returncode == 0, f"bench failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     rows = _rows(proc.stdout)
     mtus = {net: int(rows[net][0]) for net in NETWORKS}

@@ -14,7 +14,7 @@ import pytest
 from infra.hostfacts import HostFactsProvider, expected_facts, ssh_target
 from lab import config as c
 from lab import hostfiles as hf
-from tests.lab.conftest import Lab
+from tests.lab.conftest import Lab, outs
 
 pytestmark = pytest.mark.lab
 
@@ -35,8 +35,7 @@ def props(cfg: Any, name: str, **expected: Any) -> dict[str, Any]:
 
 def test_create_reads_the_host(bare_lab: Lab, dev_cfg: Any) -> None:
     """Create reads hostname, GPUs, driver, NIC MTU and docker version from lab-h2."""
-    outs = HostFactsProvider().create(props(dev_cfg, "lab-h2")).outs
-    seen = outs["observed"]
+    seen = outs(HostFactsProvider().create(props(dev_cfg, "lab-h2")))["observed"]
     assert seen["hostname"] == "lab-h2" and seen["nic_mtu"] == 9100, seen
     assert seen["gpu_uuids"] == sorted(c.gpu_uuids(2, 2)), seen
     assert seen["driver_version"] == hf.FAKE_DRIVER_VERSION and seen["docker_version"], seen
@@ -58,23 +57,23 @@ def test_refresh_without_drift_proposes_nothing(bare_lab: Lab, dev_cfg: Any) -> 
     """Reading an untouched host gives no diff against the config."""
     p = HostFactsProvider()
     want = props(dev_cfg, "lab-h1")
-    outs = p.create(want).outs
-    read = p.read("facts-lab-h1", outs)
-    assert p.diff("facts-lab-h1", read.outs, want).changes is False
+    created = outs(p.create(want))
+    read = p.read("facts-lab-h1", created)
+    assert p.diff("facts-lab-h1", outs(read), want).changes is False
 
 
 def test_refresh_names_a_lost_gpu(bare_lab: Lab, dev_cfg: Any) -> None:
     """After a GPU disappears, read reports gpu_count 1 and diff proposes a change."""
     p = HostFactsProvider()
     want = props(dev_cfg, "lab-h2")
-    outs = p.create(want).outs
+    created = outs(p.create(want))
     gpus = bare_lab.paths.host(2).gpu_list
     before = gpus.read_text()
     gpus.write_text(before.splitlines(keepends=True)[0])
     try:
-        read = p.read("facts-lab-h2", outs)
+        read = p.read("facts-lab-h2", created)
         assert read.inputs is not None and read.inputs["expected"]["gpu_count"] == 1
-        assert p.diff("facts-lab-h2", read.outs, want).changes is True
+        assert p.diff("facts-lab-h2", outs(read), want).changes is True
     finally:
         gpus.write_text(before)
 
@@ -83,15 +82,15 @@ def test_refresh_names_a_changed_mtu(bare_lab: Lab, dev_cfg: Any) -> None:
     """After the NIC MTU changes on the host, read reports it and diff proposes a change."""
     p = HostFactsProvider()
     want = props(dev_cfg, "lab-h2")
-    outs = p.create(want).outs
+    created = outs(p.create(want))
     ns = ["ip", "netns", "exec", c.netns_name(2), "ip", "link", "set", "eth0", "mtu"]
     subprocess.run([*ns, "1500"], check=True)
     try:
-        read = p.read("facts-lab-h2", outs)
+        read = p.read("facts-lab-h2", created)
         assert read.inputs is not None and read.inputs["expected"]["nic_mtu"] == 1500
-        assert p.diff("facts-lab-h2", read.outs, want).changes is True
+        assert p.diff("facts-lab-h2", outs(read), want).changes is True
         with pytest.raises(Exception, match=r"NIC MTU is 1500, .*\(too small for the overlay\)"):
-            p.update("facts-lab-h2", read.outs, want)
+            p.update("facts-lab-h2", outs(read), want)
     finally:
         subprocess.run([*ns, "9100"], check=True)
 

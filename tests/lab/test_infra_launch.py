@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import docker
 import pytest
 from docker.types import EndpointSpec, Mount, Resources, ServiceMode
 
+from harness.lab import client as lab_client
+from harness.lab import exec_text, ident
 from infra import render
 from infra.hostops import ssh_run
 from infra.launch import TaskRosterProvider
 from lab import config as c
-from tests.lab.conftest import Lab
+from tests.lab.conftest import Lab, outs
 
 pytestmark = pytest.mark.lab
 
@@ -28,20 +29,21 @@ SERVICES = ("t-master", "t-worker")
 @pytest.fixture(scope="module")
 def services(lab: Lab) -> Iterator[dict[str, Any]]:
     """A master (1 task) and workers (2 tasks), 1 fake GPU each, dnsrr on an overlay."""
-    client = docker.DockerClient(base_url=f"unix://{lab.paths.host(1).socket}")
+    client = lab_client(1)
     net = client.networks.create(
         "t-net",
         driver="overlay",
         attachable=True,
         options={"com.docker.network.driver.mtu": "9000"},
     )
+    net_id = ident(net)
     made = []
     try:
         # What TrainingServices does first (infra/services.py, warmup_spec): one
         # plain task per node on the new overlay, without which the GPU tasks
         # are rejected for good on Docker 20.10.
         made.append(
-            client.services.create(
+            client.services.create(  # type: ignore[no-untyped-call]  # unannotated in types-docker
                 lab.image,
                 ["tail", "-f", "/dev/null"],
                 name="t-warmup",
@@ -53,7 +55,7 @@ def services(lab: Lab) -> Iterator[dict[str, Any]]:
         _wait_running(client, "t-warmup", lab.hosts)
         for name, replicas in zip(SERVICES, (1, 2), strict=True):
             made.append(
-                client.services.create(
+                client.services.create(  # type: ignore[no-untyped-call]  # unannotated in types-docker
                     lab.image,
                     ["tail", "-f", "/dev/null"],
                     name=name,
@@ -65,11 +67,11 @@ def services(lab: Lab) -> Iterator[dict[str, Any]]:
                     mounts=[Mount("/data", str(lab.root / "shared"), type="bind")],
                 )
             )
-        yield {"network_id": net.id, "client": client}
+        yield {"network_id": net_id, "client": client}
     finally:
         for s in made:
             s.remove()
-        client.api.remove_network(net.id) if _wait_detached(client, net.id) else None
+        client.api.remove_network(net_id) if _wait_detached(client, net_id) else None
 
 
 def _wait_running(client: Any, service: str, count: int) -> None:
@@ -112,9 +114,9 @@ def roster_props(lab: Lab, network_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def roster(lab: Lab, services: dict[str, Any]) -> list[render.RosterEntry]:
-    entries: list[render.RosterEntry] = (
-        TaskRosterProvider().create(roster_props(lab, services["network_id"])).outs["entries"]
-    )
+    entries: list[render.RosterEntry] = outs(
+        TaskRosterProvider().create(roster_props(lab, services["network_id"]))
+    )["entries"]
     return entries
 
 
@@ -141,8 +143,8 @@ def test_roster_refresh_sees_the_same_tasks(
     p = TaskRosterProvider()
     props = roster_props(lab, services["network_id"])
     read = p.read("roster", {**props, "entries": roster})
-    assert read.outs is not None and read.outs["entries"] == roster
-    assert p.diff("roster", read.outs, props).changes is False
+    assert outs(read)["entries"] == roster
+    assert p.diff("roster", outs(read), props).changes is False
 
 
 def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> None:
@@ -169,11 +171,9 @@ def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> 
     )
     assert "launch: started" in ssh_run(ssh, script)
     assert "already running; kept" in ssh_run(ssh, script)
-    ctr = docker.DockerClient(base_url=f"unix://{lab.paths.host(index).socket}").containers.get(
-        master["container_id"]
-    )
-    assert ctr.exec_run(["cat", "/data/.dss/lt/hostfile"]).output.decode() == hostfile
-    ps = ctr.exec_run(["ps", "-o", "user,args"]).output.decode()
+    ctr = lab_client(index).containers.get(master["container_id"])
+    assert exec_text(ctr, ["cat", "/data/.dss/lt/hostfile"]) == hostfile
+    ps = exec_text(ctr, ["ps", "-o", "user,args"])
     assert any(line.split()[:2] == ["1000", "sleep"] for line in ps.splitlines()), ps
     out = ssh_run(
         ssh, render.stop_script(service="t-master", grace_seconds=30, pattern="sleep 600")

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from harness.configs import dev_stack_config
 from infra.hostops import docker_client
 from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
-from tests.lab.conftest import Lab, dev_stack_config, init_props, node_props
+from tests.lab.conftest import Lab, init_props, node_props, outs
 
 pytestmark = pytest.mark.lab
 
@@ -55,8 +56,8 @@ def test_refresh_without_drift_proposes_nothing(swarm: dict[str, Any]) -> None:
     """Reading an untouched node gives no diff against the program's inputs."""
     p = SwarmNodeProvider()
     want = node_props(swarm["cfg"], "lab-h2", swarm["init"].id)
-    read = p.read(swarm["nodes"]["lab-h2"].id, swarm["nodes"]["lab-h2"].outs)
-    assert p.diff(read.id or "", read.outs, want).changes is False
+    read = p.read(swarm["nodes"]["lab-h2"].id, outs(swarm["nodes"]["lab-h2"]))
+    assert p.diff(read.id or "", outs(read), want).changes is False
 
 
 def test_refresh_names_a_removed_label(swarm: dict[str, Any]) -> None:
@@ -68,10 +69,10 @@ def test_refresh_names_a_removed_label(swarm: dict[str, Any]) -> None:
     spec = node.attrs["Spec"]
     spec["Labels"] = {k: v for k, v in spec["Labels"].items() if k != "dss.gpus"}
     node.update(spec)
-    read = p.read(node.id, swarm["nodes"]["lab-h2"].outs)
+    read = p.read(node.id, outs(swarm["nodes"]["lab-h2"]))
     assert read.inputs is not None and "dss.gpus" not in read.inputs["labels"]
-    assert p.diff(node.id, read.outs, want).changes is True
-    p.update(node.id, read.outs, want)  # what `pulumi up` does: put the label back
+    assert p.diff(node.id, outs(read), want).changes is True
+    p.update(node.id, outs(read), want)  # what `pulumi up` does: put the label back
     node.reload()
     assert node.attrs["Spec"]["Labels"]["dss.gpus"] == "2"
 
@@ -79,10 +80,10 @@ def test_refresh_names_a_removed_label(swarm: dict[str, Any]) -> None:
 def test_delete_leaves_the_swarm(swarm: dict[str, Any]) -> None:
     """Deleting the worker node, then the swarm, leaves both engines outside any swarm."""
     cfg = swarm["cfg"]
-    SwarmNodeProvider().delete(swarm["nodes"]["lab-h2"].id, swarm["nodes"]["lab-h2"].outs)
+    SwarmNodeProvider().delete(swarm["nodes"]["lab-h2"].id, outs(swarm["nodes"]["lab-h2"]))
     leader = docker_client(endpoint(cfg.leader))
     assert [n.attrs["Description"]["Hostname"] for n in leader.nodes.list()] == ["lab-h1"]
-    SwarmInitProvider().delete(swarm["init"].id, swarm["init"].outs)
+    SwarmInitProvider().delete(swarm["init"].id, outs(swarm["init"]))
     for h in cfg.hosts:
         state = docker_client(endpoint(h)).info()["Swarm"]["LocalNodeState"]
         assert state == "inactive", f"{h.name} is still in a swarm ({state})"
@@ -100,4 +101,4 @@ def test_join_refuses_a_host_of_another_swarm(swarm: dict[str, Any]) -> None:
             SwarmNodeProvider().create(node_props(cfg, "lab-h2", init.id))
     finally:
         other.swarm.leave(force=True)
-        SwarmInitProvider().delete(init.id, init.outs)
+        SwarmInitProvider().delete(init.id, outs(init))

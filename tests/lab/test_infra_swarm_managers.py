@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from harness.configs import dev_stack_config, lab_hosts
 from infra.config import parse_stack_config
 from infra.hostops import docker_client
 from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
 from lab import config as c
 from lab.down import down
-from tests.lab.conftest import dev_stack_config, init_props, node_props, start_lab
+from tests.lab.conftest import init_props, node_props, outs, start_lab
 
 pytestmark = pytest.mark.lab
 
@@ -23,12 +24,7 @@ pytestmark = pytest.mark.lab
 def managers3() -> Iterator[Any]:
     """A 3-host lab, no swarm, and the dev config grown to 3 managers."""
     base = dev_stack_config().model_dump(mode="json", exclude={"secret_names"})
-    template = base["hosts"][0]
-    base["hosts"] = [
-        {**template, "name": f"lab-h{i}", "address": f"10.213.0.{10 + i}", "role": "manager",
-         "docker_host": f"unix://{c.lab_root()}/h{i}/docker.sock"}
-        for i in (1, 2, 3)
-    ]  # fmt: skip
+    base["hosts"] = lab_hosts(base["hosts"][0], 3, managers=3)
     cfg = parse_stack_config(base)
     try:
         start_lab(3, 2, c.DEFAULT_MTU, swarm=False)
@@ -42,17 +38,18 @@ def test_parallel_delete_of_managers_keeps_quorum(managers3: Any) -> None:
     first: the leader still answers, removes them, and then leaves the swarm."""
     cfg = managers3
     init = SwarmInitProvider().create(init_props(cfg))
-    nodes = {h.name: SwarmNodeProvider().create(node_props(cfg, h.name, init.id))
-             for h in cfg.hosts}  # fmt: skip
+    nodes = {
+        h.name: SwarmNodeProvider().create(node_props(cfg, h.name, init.id)) for h in cfg.hosts
+    }
     leader = docker_client(endpoint(cfg.leader))
     managers = [n for n in leader.nodes.list() if n.attrs["Spec"]["Role"] == "manager"]
     assert len(managers) == 3, "the swarm did not form with 3 managers"
     others = [nodes[h.name] for h in cfg.hosts if h is not cfg.leader]
     with ThreadPoolExecutor(len(others)) as pool:
-        list(pool.map(lambda n: SwarmNodeProvider().delete(n.id, n.outs), others))
+        list(pool.map(lambda n: SwarmNodeProvider().delete(n.id, outs(n)), others))
     names = [n.attrs["Description"]["Hostname"] for n in leader.nodes.list()]
     assert names == ["lab-h1"], f"the leader lost its quorum or kept nodes: {names}"
-    SwarmInitProvider().delete(init.id, init.outs)
+    SwarmInitProvider().delete(init.id, outs(init))
     for h in cfg.hosts:
         state = docker_client(endpoint(h)).info()["Swarm"]["LocalNodeState"]
         assert state == "inactive", f"{h.name} is still in a swarm ({state})"

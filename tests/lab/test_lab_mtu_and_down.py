@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from harness.lab import lab_cli
+from harness.waits import wait_for
 from lab import config as c
 from lab import hostfiles as hf
 from lab import sysops as s
-from tests.lab.conftest import Lab, df_ping, overlay_9000, pinned_service, wait_for
+from tests.lab.conftest import Lab, df_ping, overlay_9000, pinned_service
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -22,11 +22,12 @@ def test_too_small_underlay_fails_df_ping(small_mtu_lab: Lab) -> None:
     overlay_9000(lab, net)
     pinned_service(lab, svc, net, 2)
     wait_for(
+        f"service {svc} on lab-h2",
         lambda: (
             "Running" in lab.docker(1, "service", "ps", svc, "--format", "{{.CurrentState}}").stdout
         ),
         60,
-        f"service {svc} on lab-h2",
+        interval=0.5,
     )
     small = df_ping(lab, net, f"tasks.{svc}", 1000, 1, 5)
     assert small.returncode == 0, f"lab-h1 -> {svc}: 1000-byte ping failed: {small.stdout}"
@@ -60,22 +61,12 @@ def _lab_leftovers(root: Path) -> list[str]:
     return left
 
 
-def _lab_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_down_removes_everything_even_without_state(small_mtu_lab: Lab) -> None:
     """After a crash-like loss of the state file, `lab down` still removes every trace."""
     lab = small_mtu_lab
     assert lab.docker(2, "run", "-d", lab.image, "sleep", "3600").returncode == 0
     lab.paths.state.unlink()
-    p = _lab_cli("down")
+    p = lab_cli("down", check=False, timeout=120)
     assert p.returncode == 0, f"lab down failed: {p.stdout}{p.stderr}"
     left = _lab_leftovers(lab.root)
     assert not left, f"lab down left: {left}"
@@ -84,6 +75,6 @@ def test_down_removes_everything_even_without_state(small_mtu_lab: Lab) -> None:
 def test_down_twice_is_fine(small_mtu_lab: Lab) -> None:
     """A second `lab down` on a removed lab succeeds and changes nothing."""
     for n in (1, 2):
-        p = _lab_cli("down")
+        p = lab_cli("down", check=False, timeout=120)
         assert p.returncode == 0, f"lab down #{n} failed: {p.stdout}{p.stderr}"
     assert not _lab_leftovers(small_mtu_lab.root), "lab down twice left something"

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from typing import Any
 
 import pytest
 
+from harness.lab import lab_cli
+from harness.waits import wait_for
 from infra import layout
 from lab import config as c
-from tests.lab.conftest import Lab, overlay_9000, pinned_service, wait_for
+from tests.lab.conftest import Lab, overlay_9000, pinned_service
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -76,9 +77,10 @@ def test_gpu_reservation_over_capacity_stays_pending(lab: Lab) -> None:
         )
     try:
         wait_for(
+            f"service {fits} (reserving {lab.gpus} GPUs) to run",
             lambda: any(t["CurrentState"].startswith("Running") for t in _service_tasks(lab, fits)),
             60,
-            f"service {fits} (reserving {lab.gpus} GPUs) to run",
+            interval=0.5,
         )
         tasks = _service_tasks(lab, too_many)
         assert tasks, f"service {too_many} has no task"
@@ -131,9 +133,10 @@ def test_overlay_across_hosts_has_expected_mtu(lab: Lab) -> None:
     try:
         pinned_service(lab, svc, net, 2)
         wait_for(
+            f"service {svc} on lab-h2",
             lambda: any(t["CurrentState"].startswith("Running") for t in _service_tasks(lab, svc)),
             60,
-            f"service {svc} on lab-h2",
+            interval=0.5,
         )
         p = lab.docker(
             1,
@@ -155,9 +158,10 @@ def test_overlay_across_hosts_has_expected_mtu(lab: Lab) -> None:
     finally:
         lab.docker(1, "service", "rm", svc, check=False)
         wait_for(
+            f"network {net} to be removable",
             lambda: lab.docker(1, "network", "rm", net, check=False).returncode == 0,
             30,
-            f"network {net} to be removable",
+            interval=0.5,
         )
 
 
@@ -258,13 +262,7 @@ def test_docker_over_ssh_reaches_the_right_host(lab: Lab) -> None:
 
 def test_status_json_describes_the_lab(lab: Lab) -> None:
     """`python -m lab status --json` lists every host with endpoints, GPUs and the registry."""
-    p = subprocess.run(
-        [sys.executable, "-m", "lab", "status", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    p = lab_cli("status", "--json", check=False, timeout=60)
     assert p.returncode == 0, f"lab status failed: {p.stderr}"
     st = json.loads(p.stdout)
     assert st["registry"] == c.REGISTRY_ADDR and st["registry_up"], "registry not reported up"

@@ -32,6 +32,8 @@ from docker.types import (
     ServiceMode,
 )
 
+from harness.configs import dev_stack_config
+from harness.lab import ident
 from infra import render
 from infra.config import StackConfig
 from infra.hostops import ssh_run
@@ -39,7 +41,7 @@ from infra.launch import TaskRosterProvider
 from infra.secrets import SshKeyPairProvider
 from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
 from lab import config as c
-from tests.lab.conftest import Lab, dev_stack_config
+from tests.lab.conftest import Lab, outs
 
 pytestmark = [pytest.mark.lab, pytest.mark.image]
 
@@ -71,35 +73,58 @@ def cluster(bare_lab: Lab, image: str) -> Iterator[dict[str, Any]]:
     cfg = training_config()
     leader = cfg.leader
     init = SwarmInitProvider().create(
-        {"host": leader.name, "endpoint": endpoint(leader), "advertise_addr": leader.address,
-         "addr_pool": None, "swarm_id": None}
-    )  # fmt: skip
+        {
+            "host": leader.name,
+            "endpoint": endpoint(leader),
+            "advertise_addr": leader.address,
+            "addr_pool": None,
+            "swarm_id": None,
+        }
+    )
     for h in cfg.hosts:
         SwarmNodeProvider().create(
-            {"host": h.name, "is_leader": h is leader, "endpoint": endpoint(h),
-             "leader_endpoint": endpoint(leader), "leader_addr": leader.address,
-             "advertise_addr": h.address, "swarm_id": init.id, "role": h.role,
-             "availability": "active", "labels": render.node_labels(cfg, h), "node_id": None}
-        )  # fmt: skip
-    keys = SshKeyPairProvider().create({"comment": "e2e", "rotation": "1"}).outs
+            {
+                "host": h.name,
+                "is_leader": h is leader,
+                "endpoint": endpoint(h),
+                "leader_endpoint": endpoint(leader),
+                "leader_addr": leader.address,
+                "advertise_addr": h.address,
+                "swarm_id": init.id,
+                "role": h.role,
+                "availability": "active",
+                "labels": render.node_labels(cfg, h),
+                "node_id": None,
+            }
+        )
+    keys = outs(SshKeyPairProvider().create({"comment": "e2e", "rotation": "1"}))
     client = docker.DockerClient(base_url=endpoint(leader)["url"], timeout=300)
     secrets = [
         client.secrets.create(name=f"e2e-{f.replace('_', '-')}", data=keys[k].encode())
-        for f, k in ((render.SSH_PRIVATE_KEY_FILE, "private_key"),
-                     (render.SSH_PUBLIC_KEY_FILE, "public_key"))
-    ]  # fmt: skip
+        for f, k in (
+            (render.SSH_PRIVATE_KEY_FILE, "private_key"),
+            (render.SSH_PUBLIC_KEY_FILE, "public_key"),
+        )
+    ]
     net = client.networks.create(
-        cfg.network.name, driver="overlay", attachable=True,
+        cfg.network.name,
+        driver="overlay",
+        attachable=True,
         options={"com.docker.network.driver.mtu": str(cfg.network.mtu)},
-    )  # fmt: skip
+    )
+    net_id = ident(net)
     t = cfg.training
     made = [
-        client.services.create(
-            image, ["sleep", "infinity"], name=render.WARMUP_SERVICE, mode=ServiceMode("global"),
-            networks=[net.id], endpoint_spec=EndpointSpec(mode="dnsrr"),
+        client.services.create(  # type: ignore[no-untyped-call]  # unannotated in types-docker
+            image,
+            ["sleep", "infinity"],
+            name=render.WARMUP_SERVICE,
+            mode=ServiceMode("global"),
+            networks=[net_id],
+            endpoint_spec=EndpointSpec(mode="dnsrr"),
             healthcheck=Healthcheck(test=["NONE"]),
         )
-    ]  # fmt: skip
+    ]
     try:
         _wait_tasks(client, render.WARMUP_SERVICE, len(cfg.hosts))
         for name, role, replicas in (
@@ -107,34 +132,47 @@ def cluster(bare_lab: Lab, image: str) -> Iterator[dict[str, Any]]:
             (render.WORKER_SERVICE, "worker", 1),
         ):
             made.append(
-                client.services.create(
-                    image, name=name, mode=ServiceMode("replicated", replicas=replicas),
+                client.services.create(  # type: ignore[no-untyped-call]  # unannotated in types-docker
+                    image,
+                    name=name,
+                    mode=ServiceMode("replicated", replicas=replicas),
                     env=[f"{k}={v}" for k, v in render.training_env(cfg).items()],
-                    networks=[net.id], endpoint_spec=EndpointSpec(mode="dnsrr"),
+                    networks=[net_id],
+                    endpoint_spec=EndpointSpec(mode="dnsrr"),
                     resources=Resources(generic_resources={render.GPU_RESOURCE: t.gpus_per_node}),
-                    constraints=render.placement_constraints(role), maxreplicas=1,
+                    constraints=render.placement_constraints(role),
+                    maxreplicas=1,
                     mounts=[
                         Mount("/data", t.data_dir, type="bind"),
                         Mount("/dev/shm", None, type="tmpfs", tmpfs_size=256 << 20),
                     ],
                     secrets=[
-                        SecretReference(s.id, s.name, filename=f, uid=render.TRAIN_UID,
-                                        gid=render.TRAIN_UID, mode=0o400)
-                        for s, f in zip(secrets, (render.SSH_PRIVATE_KEY_FILE,
-                                                  render.SSH_PUBLIC_KEY_FILE), strict=True)
+                        SecretReference(
+                            ident(s),
+                            s.name,
+                            filename=f,
+                            uid=render.TRAIN_UID,
+                            gid=render.TRAIN_UID,
+                            mode=0o400,
+                        )
+                        for s, f in zip(
+                            secrets,
+                            (render.SSH_PRIVATE_KEY_FILE, render.SSH_PUBLIC_KEY_FILE),
+                            strict=True,
+                        )
                     ],
                     stop_grace_period=60 * 10**9,
                 )
-            )  # fmt: skip
-        yield {"cfg": cfg, "client": client, "network_id": net.id, "init": init}
+            )
+        yield {"cfg": cfg, "client": client, "network_id": net_id, "init": init}
     finally:
         for s in reversed(made):
             s.remove()
         time.sleep(5)
         for s in secrets:
             _retry(s.remove)
-        _retry(lambda: client.api.remove_network(net.id))
-        SwarmInitProvider().delete(init.id, init.outs)
+        _retry(lambda: client.api.remove_network(net_id))
+        SwarmInitProvider().delete(init.id, outs(init))
         for h in cfg.hosts:
             state = docker.DockerClient(base_url=endpoint(h)["url"]).info()["Swarm"]
             if state.get("LocalNodeState") == "active":
@@ -163,21 +201,30 @@ def _wait_tasks(client: Any, service: str, count: int, timeout: float = 300) -> 
 @pytest.fixture(scope="module")
 def roster(bare_lab: Lab, cluster: dict[str, Any]) -> list[render.RosterEntry]:
     cfg = cluster["cfg"]
-    entries: list[render.RosterEntry] = TaskRosterProvider().create(
-        {"leader_endpoint": endpoint(cfg.leader),
-         "host_endpoints": {h.name: endpoint(h) for h in cfg.hosts},
-         "services": [render.MASTER_SERVICE, render.WORKER_SERVICE],
-         "network_id": cluster["network_id"], "expected_tasks": len(cfg.hosts),
-         "image_ref": IMAGE, "timeout_s": 600, "entries": None}
-    ).outs["entries"]  # fmt: skip
+    roster = TaskRosterProvider().create(
+        {
+            "leader_endpoint": endpoint(cfg.leader),
+            "host_endpoints": {h.name: endpoint(h) for h in cfg.hosts},
+            "services": [render.MASTER_SERVICE, render.WORKER_SERVICE],
+            "network_id": cluster["network_id"],
+            "expected_tasks": len(cfg.hosts),
+            "image_ref": IMAGE,
+            "timeout_s": 600,
+            "entries": None,
+        }
+    )
+    entries: list[render.RosterEntry] = outs(roster)["entries"]
     return entries
 
 
 def master_ssh(lab: Lab, cfg: StackConfig) -> dict[str, Any]:
     return {
-        "user": "root", "address": cfg.master.address, "port": 22,
-        "key_file": str(lab.paths.ssh_key), "known_hosts": str(lab.paths.known_hosts),
-    }  # fmt: skip
+        "user": "root",
+        "address": cfg.master.address,
+        "port": 22,
+        "key_file": str(lab.paths.ssh_key),
+        "known_hosts": str(lab.paths.known_hosts),
+    }
 
 
 def test_each_task_holds_its_nodes_gpus(roster: list[render.RosterEntry]) -> None:
@@ -199,9 +246,12 @@ def test_pdsh_launch_trains_and_sigterm_checkpoints(
     slots = cfg.training.ranks_per_node
     argv = render.launch_argv(cfg, roster[0]["address"], len(roster))
     script = render.launch_script(
-        service=render.MASTER_SERVICE, argv=argv, run_name=RUN,
-        hostfile=render.render_hostfile(roster, slots), ds_config=None,
-    )  # fmt: skip
+        service=render.MASTER_SERVICE,
+        argv=argv,
+        run_name=RUN,
+        hostfile=render.render_hostfile(roster, slots),
+        ds_config=None,
+    )
     shared = bare_lab.root / "shared"
     metrics = shared / "logs" / RUN / "metrics.jsonl"
     ssh = master_ssh(bare_lab, cfg)

@@ -19,23 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from harness.stack import project_env
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env_from_env_sh() -> dict[str, str]:
-    out = subprocess.run(
-        ["bash", "-c", '. "$1/scripts/env.sh" && env -0', "bash", str(ROOT)],
-        check=True,
-        capture_output=True,
-    ).stdout
-    pairs = (item.split(b"=", 1) for item in out.split(b"\0") if b"=" in item)
-    return {k.decode(): v.decode() for k, v in pairs}
 
 
 @pytest.fixture(scope="session")
 def tc_env() -> dict[str, str]:
     """The environment every project command runs with (scripts/env.sh)."""
-    return _env_from_env_sh()
+    return project_env()
 
 
 @pytest.fixture(scope="session")

@@ -81,7 +81,13 @@ def test_check_lists_every_missing_binary(tmp_path: Path) -> None:
         pytest.fail(f"the source bundle is not beside the checkout ({src})")
     proc = check(src, tmp_path / "cache")
     assert proc.returncode == 1, proc.stderr
-    for name in ("pulumi", "pulumi-language-python", "pulumi-resource-command",
-                 "pulumi-resource-docker", "plugin docker", "plugin command"):  # fmt: skip
+    for name in (
+        "pulumi",
+        "pulumi-language-python",
+        "pulumi-resource-command",
+        "pulumi-resource-docker",
+        "plugin docker",
+        "plugin command",
+    ):
         assert f"FAILED {name}:" in proc.stderr, f"--check does not name {name}"
     assert not (tmp_path / "cache" / "dss" / "go").exists(), "--check ran the go command"

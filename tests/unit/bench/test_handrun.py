@@ -1,21 +1,19 @@
-"""bench/handrun.py: the hand-run baseline says what the program's services say."""
+"""bench.handrun: the hand-run baseline says what the program's services say."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from bench import handrun, train_time_bench
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "bench"))
-import handrun  # noqa: E402
-import train_time_bench  # noqa: E402
 
 IMAGE = "registry:5000/deepspeed-swarm/handrun:latest"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,15 +26,12 @@ DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
 NODE_EXPORTER = Path(__file__).parent / "fixtures" / "node-exporter-metrics.txt"
 # What Prometheus itself records for every target and alert.
 PROMETHEUS_OWN = {"up", "ALERTS", "ALERTS_FOR_STATE", "scrape_duration_seconds"}
-PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
-                "unless", "bool", "offset", "inf", "nan"}  # fmt: skip
+PROMQL_MODIFIERS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset"}
+PROMQL_WORDS = PROMQL_MODIFIERS | {"and", "or", "unless", "bool", "inf", "nan"}
 
 
 def rank_metrics() -> set[str]:
     """Sample names a rank really serves (GPU ones with NVML answering)."""
-    images = str(ROOT / "images")
-    if images not in sys.path:
-        sys.path.insert(0, images)
     from dss_train import metrics as m
 
     nvml = SimpleNamespace(

@@ -98,7 +98,10 @@ def test_prune_keeps_newest_complete(tmp_path: Path) -> None:
     removed = ck.prune(tmp_path, keep=2)
     assert sorted(removed) == ["step_00000010", "step_00000020"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "step_00000030", "step_00000040", "step_00000050"]
+        "step_00000030",
+        "step_00000040",
+        "step_00000050",
+    ]
 
 
 def test_manifest_is_not_left_as_temp(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dss_train import DssError
@@ -19,8 +20,8 @@ pytestmark = pytest.mark.unit
 IMAGES = Path(__file__).resolve().parents[3] / "images"
 
 
-def good() -> dict:
-    return json.loads((IMAGES / "ds_config.json").read_text())
+def good() -> dict[str, Any]:
+    return dict(json.loads((IMAGES / "ds_config.json").read_text()))
 
 
 def test_shipped_config_is_valid() -> None:

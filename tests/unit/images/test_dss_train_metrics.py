@@ -166,8 +166,9 @@ def test_environment_values_never_become_labels(
     """Labels are run, rank, local rank, node and GPU UUID only: a secret in the
     environment appears nowhere in what a rank serves."""
     env = {"WANDB_API_KEY": SECRET, "DSS_NODE": "gpu-07", "HF_TOKEN": SECRET}
-    metrics = m.from_env(env, port=0, run="demo", rank=0, local_rank=0, world_size=1,
-                         target_steps=5, use_nvml=False)  # fmt: skip
+    metrics = m.from_env(
+        env, port=0, run="demo", rank=0, local_rank=0, world_size=1, target_steps=5, use_nvml=False
+    )
     assert metrics is None, "port 0 must mean no metrics server"
     who = m.RankIdentity("demo", 0, 0, env["DSS_NODE"])
     samples = scrape(rank(served, who=who))

@@ -98,8 +98,10 @@ def test_match_reports_a_file_with_another_digest_as_missing() -> None:
 def test_render_lock_parses_back() -> None:
     """The rendered lock reads back as one pin per file, sorted by name."""
     text = wheels.render_lock({TORCH: H1, "einops-0.8.1-py3-none-any.whl": H2})
-    assert wheels.parse_lock(text) == [wheels.Pin("einops", "0.8.1", (H2,)),
-                                       wheels.Pin("torch", "2.6.0", (H1,))]  # fmt: skip
+    assert wheels.parse_lock(text) == [
+        wheels.Pin("einops", "0.8.1", (H2,)),
+        wheels.Pin("torch", "2.6.0", (H1,)),
+    ]
 
 
 def test_render_lock_refuses_two_files_of_one_package() -> None:

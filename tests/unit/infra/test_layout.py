@@ -21,4 +21,3 @@ def test_image_home_is_where_the_image_keeps_its_code() -> None:
     """The image's WORKDIR is layout.IMAGE_HOME, where the default script lives."""
     assert f"WORKDIR {layout.IMAGE_HOME}\n" in DOCKERFILE.read_text()
     assert layout.DEFAULT_SCRIPT.startswith(layout.IMAGE_HOME + "/")
-

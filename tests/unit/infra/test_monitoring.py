@@ -59,9 +59,10 @@ def test_prometheus_runs_on_the_master_published_there_only(
     assert svc["mode"] == {"replicated": {"replicas": 1}}, "ds-prometheus"
     assert svc["endpointSpec"] == {
         "mode": "dnsrr",
-        "ports": [{"targetPort": 9090, "publishedPort": 9090, "protocol": "tcp",
-                   "publishMode": "host"}],
-    }, "ds-prometheus: endpoint"  # fmt: skip
+        "ports": [
+            {"targetPort": 9090, "publishedPort": 9090, "protocol": "tcp", "publishMode": "host"}
+        ],
+    }, "ds-prometheus: endpoint"
     assert spec["networksAdvanceds"] == [{"id": "unit-net-overlay-id"}], "ds-prometheus"
     assert spec["containerSpec"]["user"] == "65534", "ds-prometheus: user"
 

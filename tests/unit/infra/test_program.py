@@ -273,8 +273,9 @@ def test_spare_gets_a_standby_task_and_no_worker(
     assert svcs["ds-net-warmup"].inputs["mode"]["replicated"]["replicas"] == 4, "warm-up"
     standby = svcs["ds-standby"].inputs
     assert standby["taskSpec"]["placement"]["constraints"] == ["node.labels.dss.spare==true"]
-    assert standby["mode"]["replicated"]["replicas"] == 1 and "resources" not in standby[
-        "taskSpec"], "ds-standby: one idle task per spare, no GPUs"  # fmt: skip
+    assert (
+        standby["mode"]["replicated"]["replicas"] == 1 and "resources" not in standby["taskSpec"]
+    ), "ds-standby: one idle task per spare, no GPUs"
     roster = mocks.named("unit-launch-roster")
     assert roster.inputs["expected_tasks"] == 3, f"{roster.name}: spares carry no task"
 
@@ -309,9 +310,8 @@ def test_jupyter_on_the_master_with_a_secret_token(
     spec = svc["taskSpec"]
     assert spec["placement"]["constraints"] == ["node.labels.dss.role==master"], "ds-jupyter"
     port = svc["endpointSpec"]["ports"][0]
-    assert (port["publishMode"], port["publishedPort"], port["targetPort"]) == (
-        "host", 8899, 8888
-    ), "ds-jupyter: published on the master's own port only"  # fmt: skip
+    published = (port["publishMode"], port["publishedPort"], port["targetPort"])
+    assert published == ("host", 8899, 8888), "ds-jupyter: published on the master's own port only"
     c = spec["containerSpec"]
     assert c["user"] == "1000" and c["mounts"][0]["target"] == "/data", "ds-jupyter"
     assert c["secrets"][0]["fileName"] == "jupyter_token", "ds-jupyter: token not a secret file"

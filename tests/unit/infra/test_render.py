@@ -177,9 +177,19 @@ def test_stack_env_is_refused_in_training_env(raw: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     ("given", "read_back"),
-    [("10s", "10s"), ("60s", "1m"), ("90s", "1m30s"), ("120s", "2m"), ("2m", "2m"),
-     ("3600s", "1h"), ("1h", "1h"), ("3660s", "1h1m"), ("3601s", "1h0m1s"), ("0s", "0s")],
-)  # fmt: skip
+    [
+        ("10s", "10s"),
+        ("60s", "1m"),
+        ("90s", "1m30s"),
+        ("120s", "2m"),
+        ("2m", "2m"),
+        ("3600s", "1h"),
+        ("1h", "1h"),
+        ("3660s", "1h1m"),
+        ("3601s", "1h0m1s"),
+        ("0s", "0s"),
+    ],
+)
 def test_docker_duration_as_swarm_reads_it(given: str, read_back: str) -> None:
     """Durations are spelled as the docker provider reads them back (no perpetual diff)."""
     assert render.docker_duration(given) == read_back

@@ -1,0 +1,87 @@
+"""Stack configs for the lab: the committed stack files' config, without their
+encrypted secrets (a throwaway stack has its own passphrase and sets its own), with
+training overrides or grown to N lab hosts.
+
+The dict builders return namespaced keys (`deepspeed-swarm:hosts`), as a stack file
+holds them (`infra.config.stack_file_yaml` writes them); `dev_stack_config` is the
+validated model the providers' lab tests call with.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from harness import ROOT
+from harness.lab import socket
+from lab import config as c
+
+if TYPE_CHECKING:
+    from infra.config import StackConfig
+
+NS = "deepspeed-swarm"
+HOSTS, TRAINING, SECRETS = f"{NS}:hosts", f"{NS}:training", f"{NS}:secrets"
+
+
+def committed(stack: str, **training: Any) -> dict[str, Any]:
+    """`Pulumi.<stack>.yaml`'s config, secrets left out, with training overrides."""
+    doc: dict[str, Any] = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+    doc.pop(SECRETS, None)
+    doc[TRAINING] = {**doc[TRAINING], **training}
+    return doc
+
+
+def dev_config(**training: Any) -> dict[str, Any]:
+    """The dev stack's config (2 lab hosts x 2 fake GPUs) with training overrides."""
+    return committed("dev", **training)
+
+
+def lab8_config(**training: Any) -> dict[str, Any]:
+    """The lab8 stack's config (8 lab hosts and a spare) with training overrides."""
+    return committed("lab8", **training)
+
+
+def lab_hosts(
+    template: dict[str, Any], count: int, managers: int, **fields: Any
+) -> list[dict[str, Any]]:
+    """Hosts lab-h1..lab-h<count> made from one host entry: the lab's address and
+    socket for each, the first `managers` of them managers, `fields` on every one."""
+    return [
+        {
+            **template,
+            "name": c.host_name(i),
+            "address": c.host_addr(i),
+            "docker_host": f"unix://{socket(i)}",
+            "role": "manager" if i <= managers else "worker",
+            **fields,
+        }
+        for i in range(1, count + 1)
+    ]
+
+
+def dev_on_hosts(hosts: int, gpus: int, **training: Any) -> dict[str, Any]:
+    """The dev stack's config for lab hosts 1..hosts with `gpus` fake GPUs each: the
+    first three are managers, or the first alone under 3 hosts (Raft wants an odd count)."""
+    cfg = dev_config(**training)
+    managers = 3 if hosts >= 3 else 1
+    gpu = {"count": gpus, "model": "fake-gpu"}
+    cfg[HOSTS] = lab_hosts(cfg[HOSTS][0], hosts, managers, gpus=gpu)
+    return cfg
+
+
+def unprefixed(config: dict[str, Any]) -> dict[str, Any]:
+    """The project's keys of a namespaced config, prefix stripped (what
+    `parse_stack_config` takes; `infra.config.stack_file_values` does the same for text)."""
+    prefix = f"{NS}:"
+    return {
+        k.removeprefix(prefix): copy.deepcopy(v) for k, v in config.items() if k.startswith(prefix)
+    }
+
+
+def dev_stack_config(**training: Any) -> StackConfig:
+    """The dev stack's validated config (it points at the lab's fixed addresses)."""
+    from infra.config import parse_stack_config
+
+    return parse_stack_config(unprefixed(dev_config(**training)))

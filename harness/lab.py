@@ -1,0 +1,139 @@
+"""The lab as tests, benchmarks and operators reach it: the docker CLI and API against
+lab host i's own daemon, the `python -m lab` commands, and the shared /data folder the
+training runs log to.
+
+Host i's daemon listens on `<lab root>/h<i>/docker.sock` (lab/config.py); the lab root
+is DSS_LAB_ROOT or /var/lib/dss-lab.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import ROOT
+from harness.waits import retry
+from lab import config as c
+
+if TYPE_CHECKING:
+    import docker as docker_sdk
+    from docker.models.containers import Container
+    from docker.models.resource import Model
+
+LAB_ROOT = c.lab_root()
+"""The running lab's root, as `python -m lab` finds it."""
+
+
+class CommandFailed(AssertionError):
+    """A lab command exited non-zero (an AssertionError: tests report it as a failure)."""
+
+
+def socket(i: int) -> Path:
+    """Lab host i's docker socket (1-based)."""
+    return c.LabPaths(LAB_ROOT).host(i).socket
+
+
+def docker_argv(i: int) -> list[str]:
+    """`docker -H unix://<host i's socket>`: the CLI as an operator on host i."""
+    return ["docker", "-H", f"unix://{socket(i)}"]
+
+
+def docker_run(
+    i: int, *args: str, check: bool = True, timeout: float = 300, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`docker <args>` against lab host i; with `check`, a non-zero exit fails naming
+    the host, the command and what docker said."""
+    proc = subprocess.run(
+        [*docker_argv(i), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise CommandFailed(
+            f"{c.host_name(i)}: docker {' '.join(args)} exited {proc.returncode}: "
+            f"{proc.stderr.strip()[-4000:]}"
+        )
+    return proc
+
+
+def docker(i: int, *args: str, timeout: float = 300) -> str:
+    """The stdout of `docker <args>` against lab host i, which must succeed."""
+    return docker_run(i, *args, timeout=timeout).stdout
+
+
+def client(i: int, timeout: int = 60) -> docker_sdk.DockerClient:
+    """A Docker API client for lab host i."""
+    # Imported here: the docker SDK is only needed by the callers that talk to the API.
+    import docker as docker_sdk
+
+    return docker_sdk.DockerClient(base_url=f"unix://{socket(i)}", timeout=timeout)
+
+
+def host_index(node: str) -> int:
+    """The index of a lab host from its name (`lab-h3` -> 3)."""
+    return int(node.removeprefix("lab-h"))
+
+
+def lab_cli(
+    *args: str, check: bool = True, timeout: float | None = 600, capture: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`python -m lab <args>` (up, down, status ...) from the project root. With
+    `capture` false, stdout is dropped and stderr goes to the terminal (benchmarks)."""
+    argv = [sys.executable, "-m", "lab", *args]
+    if capture:
+        return subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, check=check, timeout=timeout
+        )
+    return subprocess.run(
+        argv, cwd=ROOT, stdout=subprocess.DEVNULL, text=True, check=check, timeout=timeout
+    )
+
+
+def lab_status() -> dict[str, Any]:
+    """`python -m lab status --json`."""
+    return dict(json.loads(lab_cli("status", "--json").stdout))
+
+
+def shared(*parts: str) -> Path:
+    """A path on the lab's shared /data (training.data_dir of the lab stacks)."""
+    return LAB_ROOT.joinpath("shared", *parts)
+
+
+def run_log(run: str, name: str) -> Path:
+    """A log file of training run `run` on the shared /data (metrics.jsonl, launcher.log)."""
+    return shared("logs", run, name)
+
+
+def logged_steps(run: str) -> list[int]:
+    """The steps rank 0 of run `run` has logged so far."""
+    log = run_log(run, "metrics.jsonl")
+    text = log.read_text() if log.exists() else ""
+    return [json.loads(x)["step"] for x in text.splitlines() if x.strip()]
+
+
+def remove_network(api: docker_sdk.DockerClient, network: str, timeout: float = 90.0) -> None:
+    """Remove an overlay by hand once the tasks of removed services have left it
+    (Docker refuses to remove a network that still has endpoints)."""
+    from docker.errors import APIError
+
+    retry(lambda: api.networks.get(network).remove(), timeout, on=(APIError,))
+
+
+def exec_text(container: Container, argv: list[str], user: str = "") -> str:
+    """The output of `argv` run in a running container (not streamed: one bytes value)."""
+    output = container.exec_run(argv, user=user).output
+    assert isinstance(output, bytes), f"{container.name}: {argv} streamed its output"
+    return output.decode()
+
+
+def ident(obj: Model) -> str:
+    """The id of a Docker object the SDK made or found (typed optional: a new one has none
+    until the daemon answers, and these have answered)."""
+    assert obj.id is not None, f"{type(obj).__name__} {obj.attrs} has no id"
+    return obj.id

@@ -1,0 +1,197 @@
+"""The real Pulumi CLI, driven for one stack: `Pulumi` runs `pulumi <args> --stack S
+--non-interactive` (ops/recover.py, on an operator's stack), `Stack` is a throwaway
+stack with its own file backend and passphrase (tests/engine, tests/acceptance, bench).
+
+Why the CLI and not `pulumi.automation`: the tests assert on what the CLI prints and
+exits with (`--expect-no-changes`, `refresh --preview-only`, the lock message, `cancel`),
+the fault tests SIGKILL a running CLI together with its plugins (its own session), and
+the secret-leak greps read exactly what the engine printed. The automation API wraps
+the same CLI in a thread, without a process to signal.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness import ROOT
+
+
+def project_env() -> dict[str, str]:
+    """The environment scripts/env.sh sets up: the pinned toolchain on PATH, PULUMI_HOME,
+    no update checks or plugin downloads, the project on PYTHONPATH."""
+    out = subprocess.run(
+        ["bash", "-c", '. "$1/scripts/env.sh" && env -0', "bash", str(ROOT)],
+        check=True,
+        capture_output=True,
+    ).stdout
+    pairs = (item.split(b"=", 1) for item in out.split(b"\0") if b"=" in item)
+    return {k.decode(): v.decode() for k, v in pairs}
+
+
+class PulumiFailed(AssertionError):
+    """`pulumi` exited non-zero (an AssertionError: tests report it as a failure)."""
+
+
+def check_exit(args: tuple[str, ...], proc: subprocess.CompletedProcess[str]) -> None:
+    """Fail when `pulumi <args>` exited non-zero, with the tail of what it printed."""
+    if proc.returncode != 0:
+        raise PulumiFailed(
+            f"pulumi {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n"
+            f"{proc.stderr[-3000:]}"
+        )
+
+
+class Pulumi:
+    """`pulumi <args> --stack <stack> --non-interactive [--cwd <cwd>]`, with `env` (None:
+    this process's environment)."""
+
+    def __init__(
+        self,
+        stack: str,
+        cwd: Path | str | None = ROOT,
+        env: dict[str, str] | None = None,
+        timeout: float | None = 1500,
+    ) -> None:
+        self.stack = stack
+        self.cwd = cwd
+        self.env = env
+        self.timeout = timeout
+
+    def argv(self, *args: str, cwd: Path | str | None = None) -> list[str]:
+        argv = ["pulumi", *args, "--stack", self.stack, "--non-interactive"]
+        cwd = cwd or self.cwd
+        return [*argv, "--cwd", str(cwd)] if cwd else argv
+
+    def run(
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float | None = None,
+        cwd: Path | str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `pulumi <args>` to the end (timeout: this driver's unless given) on the
+        program in `cwd` (this driver's unless given); with `check`, a non-zero exit
+        fails with the tail of what it printed."""
+        env = self.env
+        if cwd is not None and env is not None:
+            # Another checkout's program (the upgrade test's previous commit) imports
+            # its own packages, not this checkout's that scripts/env.sh puts on PYTHONPATH.
+            env = {**env, "PYTHONPATH": str(cwd)}
+        proc = subprocess.run(
+            self.argv(*args, cwd=cwd),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout or self.timeout,
+            check=False,
+        )
+        if check:
+            check_exit(args, proc)
+        return proc
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """`pulumi <args>` in the background, stdout and stderr in one pipe."""
+        # Its own session and process group: a fault test can kill the CLI with its plugins.
+        return subprocess.Popen(
+            self.argv(*args),
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+
+class Stack(Pulumi):
+    """A throwaway stack of this project: its stack file beside Pulumi.yaml, its state
+    under `workdir/state`, a passphrase of its own, and a transcript of everything the
+    engine printed for it (what the secret-leak greps read)."""
+
+    def __init__(
+        self,
+        name: str,
+        workdir: Path,
+        config: dict[str, Any],
+        timeout: float | None = 1500,
+        echo: bool = True,
+    ) -> None:
+        from infra.config import stack_file_yaml
+
+        env = project_env()
+        env.update(
+            PULUMI_BACKEND_URL=f"file://{workdir / 'state'}",
+            PULUMI_CONFIG_PASSPHRASE=secrets.token_hex(16),
+        )
+        super().__init__(name, ROOT, env, timeout)
+        self.name = name
+        self.workdir = workdir
+        self.env: dict[str, str] = env
+        self.echo = echo
+        """Write each command and the tail of its output to stdout (pytest shows it
+        for a failed test; benchmarks keep their stdout for the table)."""
+        # Stack files live beside Pulumi.yaml (where `stack init` writes the
+        # passphrase salt); `Pulumi.test-*.yaml` is git-ignored and removed after.
+        self.config_file = ROOT / f"Pulumi.{name}.yaml"
+        self.transcript: list[str] = []
+        """Everything the engine printed for this stack (for secret-leak greps)."""
+        (workdir / "state").mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(stack_file_yaml(config))
+
+    def pulumi(
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float | None = None,
+        record: bool = True,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `pulumi <args>` for this stack on the program in `cwd` (this checkout unless
+        told); output is kept for assertions (and, unless `record` is false, in the
+        transcript the secret-leak greps read)."""
+        proc = self.run(*args, check=False, timeout=timeout, cwd=cwd)
+        if record:
+            self.record(proc.stdout, proc.stderr)
+            if self.echo:
+                sys.stdout.write(
+                    f"$ {' '.join(self.argv(*args, cwd=cwd))}\n{proc.stdout[-4000:]}\n"
+                    f"{proc.stderr[-4000:]}\n"
+                )
+        if check:
+            check_exit(args, proc)
+        return proc
+
+    def record(self, *outputs: str) -> None:
+        """Add what a command printed for this stack to the transcript."""
+        self.transcript += outputs
+
+    def init(self, secret_values: dict[str, str]) -> None:
+        """`stack init` with the passphrase provider, then the secrets under `secrets.`."""
+        self.pulumi("stack", "init", "--secrets-provider", "passphrase")
+        for key, value in secret_values.items():
+            self.pulumi("config", "set", "--secret", "--path", f"secrets.{key}", value)
+
+    def outputs(self) -> dict[str, Any]:
+        # --show-secrets is the test asking for the values on purpose: not engine output
+        # that the secret-leak greps should judge.
+        proc = self.pulumi("stack", "output", "--json", "--show-secrets", record=False)
+        return dict(json.loads(proc.stdout))
+
+    def state_text(self) -> str:
+        """Every file of the backend, concatenated (for secret-leak greps)."""
+        return "\n".join(
+            p.read_text(errors="replace")
+            for p in (self.workdir / "state").rglob("*")
+            if p.is_file()
+        )
+
+    def remove(self) -> None:
+        """Destroy and remove the stack, and its stack file."""
+        # --refresh: a test that removed objects by hand must not block the cleanup.
+        self.pulumi("destroy", "--refresh", "--yes", "--skip-preview", check=False)
+        self.pulumi("stack", "rm", "--yes", "--force", check=False)
+        self.config_file.unlink(missing_ok=True)

@@ -1,0 +1,53 @@
+"""Polling: wait until a probe says yes, and fail naming what was awaited."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout: float,
+    interval: float = 2.0,
+    ignore: tuple[type[Exception], ...] = (),
+) -> T:
+    """Call `probe` every `interval` s until it returns something truthy, and return
+    that; after `timeout` s fail naming `what` and the last value. Exceptions of the
+    `ignore` types count as a falsy answer (a service not listening yet)."""
+    deadline = time.monotonic() + timeout
+    last: T | Exception | None = None
+    while True:
+        try:
+            value = probe()
+        except ignore as e:
+            last = e
+        else:
+            if value:
+                return value
+            last = value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s; last: {last!r}")
+        time.sleep(interval)
+
+
+def retry(
+    action: Callable[[], T],
+    timeout: float,
+    interval: float = 2.0,
+    on: tuple[type[Exception], ...] = (Exception,),
+) -> T:
+    """Run `action` until it does not raise one of `on`; after `timeout` s the last
+    error is raised (Docker refuses to remove what is still in use for a while)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return action()
+        except on:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(interval)

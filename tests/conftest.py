@@ -1,8 +1,0 @@
-"""Shared test setup: the project root on sys.path (the Pulumi program and `lab`)."""
-
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))

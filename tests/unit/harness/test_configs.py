@@ -1,0 +1,64 @@
+"""harness.configs: the committed stacks' configs for throwaway lab stacks."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from harness import ROOT
+from harness.configs import (
+    HOSTS,
+    SECRETS,
+    TRAINING,
+    dev_config,
+    dev_on_hosts,
+    dev_stack_config,
+    lab8_config,
+    lab_hosts,
+    unprefixed,
+)
+from harness.lab import socket
+
+pytestmark = pytest.mark.unit
+
+
+def test_committed_configs_leave_out_their_secrets() -> None:
+    """The encrypted secrets of dev and lab8 are dropped (a throwaway stack sets its own)."""
+    assert SECRETS not in dev_config() and SECRETS not in lab8_config()
+
+
+def test_training_overrides_keep_the_other_keys() -> None:
+    """Overrides replace the keys given; the stack file's other training keys stay."""
+    committed = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"][TRAINING]
+    training = dev_config(run_name="r", steps=7)[TRAINING]
+    assert training == {**committed, "run_name": "r", "steps": 7}
+
+
+def test_lab_hosts_take_the_labs_addresses_and_sockets() -> None:
+    """Each host gets its lab name, address and socket; the first `managers` manage."""
+    hosts = lab_hosts({"nic": "eth0", "role": "worker"}, 4, managers=3, labels={"a": "b"})
+    assert [h["name"] for h in hosts] == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]
+    assert hosts[3]["address"] == "10.213.0.14"
+    assert hosts[1]["docker_host"] == f"unix://{socket(2)}"
+    assert [h["role"] for h in hosts] == ["manager"] * 3 + ["worker"]
+    assert all(h["nic"] == "eth0" and h["labels"] == {"a": "b"} for h in hosts)
+
+
+def test_dev_on_hosts_has_an_odd_number_of_managers() -> None:
+    """Under 3 hosts one manager, from 3 on three (Raft wants an odd count)."""
+    for count, managers in ((2, 1), (3, 3), (8, 3)):
+        hosts = dev_on_hosts(count, 2, run_name="r")[HOSTS]
+        assert sum(h["role"] == "manager" for h in hosts) == managers, count
+        assert all(h["gpus"] == {"count": 2, "model": "fake-gpu"} for h in hosts)
+
+
+def test_unprefixed_drops_other_namespaces() -> None:
+    """Only the project's keys are kept, without their prefix."""
+    assert unprefixed({"deepspeed-swarm:hosts": [], "docker:host": "x"}) == {"hosts": []}
+
+
+def test_dev_stack_config_validates() -> None:
+    """The dev stack's config parses into the two lab hosts, lab-h1 leading."""
+    cfg = dev_stack_config()
+    assert [h.name for h in cfg.hosts] == ["lab-h1", "lab-h2"]
+    assert cfg.leader.name == "lab-h1"
