@@ -80,12 +80,11 @@ def _running_tasks(lab: Lab, svc: str) -> list[dict[str, Any]]:
     return [t for t in tasks if t["Status"]["State"] == "running"]
 
 
-def test_gpu_service_runs_on_every_node(lab28: Lab) -> None:
-    """A service reserving all of a node's fake GPUs runs one task on each node, and each
-    task gets exactly its node's GPU UUIDs."""
-    svc = "gpu-every-node"
+def _gpu_service_on_every_node(lab28: Lab, svc: str, *net: str) -> None:
+    """A service reserving all of a node's fake GPUs, one task per node: each runs and
+    gets exactly its node's GPU UUIDs."""
     lab28.docker(
-        1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr",
+        1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr", *net,
         "--replicas", str(lab28.hosts), "--replicas-max-per-node", "1",
         "--generic-resource", f"{layout.GPU_RESOURCE}={lab28.gpus}",
         lab28.image, "sleep", "3600",
@@ -117,3 +116,23 @@ def test_gpu_service_runs_on_every_node(lab28: Lab) -> None:
             assert sorted(got) == sorted(c.gpu_uuids(i, lab28.gpus)), f"{host} got GPUs {got}"
     finally:
         lab28.docker(1, "service", "rm", svc, check=False)
+
+
+def test_gpu_service_runs_on_every_node(lab28: Lab) -> None:
+    """A service reserving every fake GPU of a node runs one task on each node with its GPUs."""
+    _gpu_service_on_every_node(lab28, "gpu-every-node")
+
+
+def test_gpu_service_on_a_fresh_overlay_needs_no_warmup(lab28: Lab) -> None:
+    """On 28 GPU tasks that are the first on their nodes to use a new overlay run; 20.10
+    rejects them for good (the reason for infra's `ds-net-warmup` service)."""
+    net = "ov-fresh"
+    lab28.docker(1, "network", "create", "-d", "overlay", "--attachable", net)
+    try:
+        _gpu_service_on_every_node(lab28, "gpu-fresh-overlay", "--network", net)
+    finally:
+        wait_for(
+            lambda: lab28.docker(1, "network", "rm", net, check=False).returncode == 0,
+            30,
+            f"network {net} to be removable",
+        )
