@@ -7,7 +7,9 @@ import json
 import sys
 
 from lab import config as c
+from lab import engines as en
 from lab.down import down
+from lab.engine_install import install, is_installed
 from lab.status import render_text, status
 from lab.sysops import LabError
 from lab.up import up
@@ -23,6 +25,17 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--swarm", action="store_true", help="also swarm init on h1 and join the rest")
     u.add_argument("--managers", type=int, default=1, help="with --swarm: managers h1..hK")
     u.add_argument("--timeout", type=float, default=90, help="seconds to wait for daemons")
+    u.add_argument(
+        "--engine",
+        default=en.DEFAULT_ENGINE,
+        choices=sorted(en.ENGINES),
+        help=f"docker engine of every host (default {en.DEFAULT_ENGINE}: the system's)",
+    )
+    eng = sub.add_parser("engine", help="docker engines: list, install into DSS_CACHE")
+    esub = eng.add_subparsers(dest="engine_cmd", required=True)
+    esub.add_parser("list", help="known engines, their versions and whether installed")
+    ei = esub.add_parser("install", help="fetch, verify and unpack a pinned engine")
+    ei.add_argument("name", choices=sorted(en.ENGINES))
     st = sub.add_parser("status", help="hosts, daemons, swarm, GPUs")
     st.add_argument("--json", action="store_true")
     sub.add_parser("down", help="remove everything the lab made (safe to repeat)")
@@ -30,8 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     root = c.lab_root()
     try:
         if args.cmd == "up":
-            up(root, args.hosts, args.gpus, args.mtu, args.swarm, args.managers, args.timeout)
+            up(
+                root,
+                args.hosts,
+                args.gpus,
+                args.mtu,
+                args.swarm,
+                args.managers,
+                args.timeout,
+                engine=args.engine,
+            )
             return 0
+        if args.cmd == "engine":
+            return _engine_cmd(args)
         if args.cmd == "status":
             info = status(root)
             if args.json:
@@ -51,3 +75,15 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 1
+
+
+def _engine_cmd(args: argparse.Namespace) -> int:
+    if args.engine_cmd == "install":
+        install(args.name)
+        return 0
+    for name in sorted(en.ENGINES):
+        e = en.ENGINES[name]
+        where = en.engine_dir(e) if e.installable else "system"
+        mark = "installed" if is_installed(e) else "not installed"
+        print(f"{name}\t{e.version}\t{mark}\t{where}")
+    return 0

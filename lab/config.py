@@ -89,9 +89,9 @@ class HostPaths:
     def socket(self) -> Path:
         return self.dir / "docker.sock"
 
-    @property
-    def data_root(self) -> Path:
-        return self.dir / "data"
+    def data_root(self, engine: str) -> Path:
+        """Per engine, so switching engines never reads another engine's state."""
+        return self.dir / f"data-{engine}"
 
     @property
     def exec_root(self) -> Path:

@@ -23,14 +23,18 @@ from lab.config import (
     host_addr,
     host_name,
 )
+from lab.engines import DEFAULT_ENGINE, ENGINES, Engine
+
+DEFAULT = ENGINES[DEFAULT_ENGINE]
 
 
-def daemon_config(paths: HostPaths, gpus: int) -> dict[str, Any]:
-    """daemon.json of host i: own roots, socket, fake GPUs, the lab registry."""
+def daemon_config(paths: HostPaths, gpus: int, engine: Engine = DEFAULT) -> dict[str, Any]:
+    """daemon.json of host i: own roots, socket, fake GPUs, the lab registry, and what
+    the engine needs on top (lab/engines.py `daemon_overrides`)."""
     i = paths.index
-    return {
+    cfg: dict[str, Any] = {
         "hosts": [f"unix://{paths.socket}"],
-        "data-root": str(paths.data_root),
+        "data-root": str(paths.data_root(engine.name)),
         "exec-root": str(paths.exec_root),
         "pidfile": str(paths.pidfile),
         "cgroup-parent": f"/{cgroup_name(i)}",
@@ -42,15 +46,19 @@ def daemon_config(paths: HostPaths, gpus: int) -> dict[str, Any]:
         "log-driver": "json-file",
         "log-opts": {"max-size": "10m", "max-file": "2"},
     }
+    cfg.update(engine.daemon_overrides)
+    return cfg
 
 
-def render_daemon_json(paths: HostPaths, gpus: int) -> str:
-    return json.dumps(daemon_config(paths, gpus), indent=2, sort_keys=True) + "\n"
+def render_daemon_json(paths: HostPaths, gpus: int, engine: Engine = DEFAULT) -> str:
+    return json.dumps(daemon_config(paths, gpus, engine), indent=2, sort_keys=True) + "\n"
 
 
-def dockerd_argv(paths: HostPaths) -> list[str]:
-    """dockerd command line: everything else is in daemon.json."""
-    return ["dockerd", "--config-file", str(paths.daemon_json)]
+def dockerd_argv(paths: HostPaths, bin_dir: Path | None = None) -> list[str]:
+    """dockerd command line (everything else is in daemon.json); bin_dir: the engine's
+    binaries, None for the system's dockerd on PATH."""
+    dockerd = str(bin_dir / "dockerd") if bin_dir else "dockerd"
+    return [dockerd, "--config-file", str(paths.daemon_json)]
 
 
 def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
@@ -196,7 +204,10 @@ def parse_cgroup_mounts(mountinfo: str) -> list[CgroupMount]:
 
 
 def render_host_script(
-    paths: HostPaths, cgroups: list[CgroupMount], cgroup_links: dict[str, str]
+    paths: HostPaths,
+    cgroups: list[CgroupMount],
+    cgroup_links: dict[str, str],
+    bin_dir: Path | None = None,
 ) -> str:
     """The shell that becomes host i, run as: nsenter --net=<netns> unshare -m -u
     --propagation private sh <script>.
@@ -206,6 +217,8 @@ def render_host_script(
     and re-mounts the cgroup v1 hierarchies that mounting sysfs hides, a private /run
     (so /var/run/docker.sock is the host's own daemon, as docker over ssh:// expects),
     its own /etc/docker (engine key), hostname, starts sshd and becomes dockerd.
+    bin_dir (an installed engine's binaries) goes first on dockerd's PATH: dockerd finds
+    containerd, runc, docker-init and docker-proxy there, containerd its shim, the shim runc.
     """
     i = paths.index
     q = shlex.quote
@@ -237,8 +250,10 @@ def render_host_script(
         f"mount --bind {q(str(paths.etc_docker))} /etc/docker",
         "ip link set lo up",
         f"/usr/sbin/sshd -f {q(str(paths.sshd_config))} -E {q(str(paths.sshd_log))}",
-        "exec " + " ".join(q(a) for a in dockerd_argv(paths)),
     ]
+    if bin_dir is not None:
+        lines.append(f"export PATH={q(str(bin_dir))}:$PATH")
+    lines.append("exec " + " ".join(q(a) for a in dockerd_argv(paths, bin_dir)))
     return "\n".join(lines) + "\n"
 
 

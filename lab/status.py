@@ -8,6 +8,7 @@ from typing import Any
 
 from infra import layout
 from lab import config as c
+from lab import engines as en
 from lab import sysops as s
 
 
@@ -35,6 +36,7 @@ def _host_live(lab: c.LabPaths, i: int) -> dict[str, Any]:
     if st != 200 or not isinstance(info, dict):
         return live
     sw = info.get("Swarm") or {}
+    live["engine_components"] = _components(hp.socket)
     live.update(
         {
             "daemon": True,
@@ -52,6 +54,20 @@ def _host_live(lab: c.LabPaths, i: int) -> dict[str, Any]:
         }
     )
     return live
+
+
+def _components(sock: Path) -> dict[str, str]:
+    """Versions the daemon reports of itself, containerd, runc and docker-init."""
+    try:
+        st, ver = s.docker_api(sock, "GET", "/version")
+    except OSError:
+        return {}
+    if st != 200 or not isinstance(ver, dict):
+        return {}
+    out = {str(k["Name"]): str(k["Version"]) for k in ver.get("Components") or []}
+    out["ApiVersion"] = str(ver.get("ApiVersion", ""))
+    out["MinAPIVersion"] = str(ver.get("MinAPIVersion", ""))
+    return out
 
 
 def status(root: Path) -> dict[str, Any]:
@@ -73,6 +89,12 @@ def status(root: Path) -> dict[str, Any]:
         registry_up=s.tcp_open(c.BRIDGE_ADDR, c.REGISTRY_PORT, timeout=0.5),
     )
     out["up"] = hosts > 0 and mtu_file.exists()
+    # The engine chosen at `lab up`, and what the daemons say they run (server_version).
+    out["engine"] = st.get("engine", en.DEFAULT_ENGINE if out["up"] else None)
+    out["engine_version"] = st.get("engine_version")
+    out["server_versions"] = sorted(
+        {str(h["server_version"]) for h in live.values() if h.get("server_version")}
+    )
     out["swarm_nodes"] = []
     for i in range(1, hosts + 1):
         if live[i].get("swarm_manager"):
@@ -100,6 +122,7 @@ def render_text(st: dict[str, Any]) -> str:
     if not st["up"]:
         return "lab: not running\n"
     lines = [
+        f"engine {st['engine']} (daemons: {', '.join(st['server_versions']) or '-'}); "
         f"bridge {st['bridge']} {st['bridge_addr']} mtu {st['bridge_mtu']}; "
         f"registry {st['registry']} {'up' if st['registry_up'] else 'DOWN'}; "
         f"shared {st['shared_dir']}; ssh key {st['ssh_key']}",

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from lab import config as c
+from lab import engine_install as ei
+from lab import engines as en
 from lab import hostfiles as hf
 from lab import sysops as s
 from lab.sysops import LabError
@@ -139,14 +141,20 @@ def _host_net(i: int, mtu: int) -> None:
 
 
 def _host_files(
-    lab: c.LabPaths, i: int, gpus: int, cgroups: list[hf.CgroupMount], links: dict[str, str]
+    lab: c.LabPaths,
+    i: int,
+    gpus: int,
+    cgroups: list[hf.CgroupMount],
+    links: dict[str, str],
+    engine: en.Engine,
 ) -> None:
     hp = lab.host(i)
-    for d in (hp.dir, hp.data_root, hp.exec_root, hp.etc_docker):
+    for d in (hp.dir, hp.data_root(engine.name), hp.exec_root, hp.etc_docker):
         d.mkdir(parents=True, exist_ok=True)
-    hp.daemon_json.write_text(hf.render_daemon_json(hp, gpus))
+    hp.daemon_json.write_text(hf.render_daemon_json(hp, gpus, engine))
     hp.sshd_config.write_text(hf.render_sshd_config(hp, lab))
-    hp.init_script.write_text(hf.render_host_script(hp, cgroups, links))
+    bins = en.bin_dir(engine)
+    hp.init_script.write_text(hf.render_host_script(hp, cgroups, links, bins))
     hp.bin_dir.mkdir(exist_ok=True)
     hp.gpu_list.write_text("".join(f"{u}\n" for u in c.gpu_uuids(i, gpus)))
     hp.driver_version.write_text(hf.FAKE_DRIVER_VERSION + "\n")
@@ -289,8 +297,29 @@ def wait_nodes_ready(lab: c.LabPaths, hosts: int, timeout: float) -> None:
         time.sleep(0.3)
 
 
+def _engine(name: str) -> en.Engine:
+    """The engine to run, installed (the error says how to install it)."""
+    try:
+        engine = en.get(name)
+    except ValueError as e:
+        raise LabError(f"--engine: {e}") from None
+    if not ei.is_installed(engine):
+        where = en.engine_dir(engine) if engine.installable else "the system (apt docker.io)"
+        raise LabError(
+            f"engine {name} is not installed in {where}; run `python -m lab engine install {name}`"
+        )
+    return engine
+
+
 def up(
-    root: Path, hosts: int, gpus: int, mtu: int, swarm: bool, managers: int, timeout: float = 90
+    root: Path,
+    hosts: int,
+    gpus: int,
+    mtu: int,
+    swarm: bool,
+    managers: int,
+    timeout: float = 90,
+    engine: str = en.DEFAULT_ENGINE,
 ) -> dict[str, Any]:
     if os.geteuid() != 0:
         raise LabError("lab up needs root (namespaces, bridge, iptables)")
@@ -302,18 +331,27 @@ def up(
         raise LabError("--mtu must be within 1280..65535")
     if lab_exists(root):
         raise LabError("a lab (or its leftovers) exists; run `python -m lab down` first")
+    eng = _engine(engine)
     t0 = time.monotonic()
     lab = c.LabPaths(root)
     root.mkdir(parents=True, exist_ok=True)
     lab.shared.mkdir(exist_ok=True)
     os.chmod(lab.shared, 0o1777)
-    state = {"hosts": hosts, "gpus": gpus, "mtu": mtu, "swarm": swarm, "managers": managers}
+    state = {
+        "hosts": hosts,
+        "gpus": gpus,
+        "mtu": mtu,
+        "swarm": swarm,
+        "managers": managers,
+        "engine": eng.name,
+        "engine_version": eng.version,
+    }
     lab.state.write_text(json.dumps(state) + "\n")
     with open("/proc/self/mountinfo") as f:
         cgroups = hf.parse_cgroup_mounts(f.read())
     links = _cgroup_links()
     for i in range(1, hosts + 1):
-        _host_files(lab, i, gpus, cgroups, links)
+        _host_files(lab, i, gpus, cgroups, links, eng)
     _ssh_keys(lab, hosts)
     _bridge(mtu)
     reg = _registry(lab)
@@ -322,7 +360,7 @@ def up(
     procs = {i: _start_host(lab, i) for i in range(1, hosts + 1)}
     _wait_registry(reg, lab.registry_log)
     _wait_hosts(lab, procs, timeout)
-    _log(f"{hosts} hosts up in {time.monotonic() - t0:.1f} s")
+    _log(f"{hosts} hosts (engine {eng.name}) up in {time.monotonic() - t0:.1f} s")
     if swarm:
         form_swarm(lab, hosts, managers)
         _log(f"swarm of {hosts} ({managers} manager(s)) ready in {time.monotonic() - t0:.1f} s")

@@ -18,6 +18,7 @@ from infra import render
 from infra.config import StackConfig
 from infra.swarm import endpoint as swarm_endpoint
 from lab import config as c
+from lab import engines
 from lab.down import down
 from lab.status import status
 from lab.testimage import build_and_push
@@ -25,6 +26,8 @@ from lab.up import up
 
 HOSTS = 3
 GPUS = 2
+# The engine every lab fixture runs (`python -m lab engine list`); CI can run the suite per engine.
+ENGINE = os.environ.get("DSS_LAB_ENGINE") or engines.DEFAULT_ENGINE
 
 
 @dataclass
@@ -74,10 +77,10 @@ def _require_root() -> None:
         pytest.skip("the lab needs root")
 
 
-def start_lab(hosts: int, gpus: int, mtu: int, swarm: bool = True) -> Lab:
+def start_lab(hosts: int, gpus: int, mtu: int, swarm: bool = True, engine: str = ENGINE) -> Lab:
     root = c.lab_root()
     down(root)  # leftovers of an earlier, crashed run
-    up(root, hosts, gpus, mtu, swarm=swarm, managers=1)
+    up(root, hosts, gpus, mtu, swarm=swarm, managers=1, engine=engine)
     image = build_and_push(c.LabPaths(root).host(1).socket)
     return Lab(root, hosts, gpus, mtu, image, status(root))
 
