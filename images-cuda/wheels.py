@@ -71,8 +71,9 @@ def parse_lock(text: str) -> list[Pin]:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)",
-                         line)  # fmt: skip
+        m = re.fullmatch(
+            r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)((?:\s+--hash=sha256:[0-9a-f]{64})+)", line
+        )
         if not m:
             raise ValueError(f"not a pinned requirement with sha256 hashes: {line!r}")
         hashes = tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", m.group(3)))
@@ -94,17 +95,30 @@ def dist_key(filename: str) -> tuple[str, str] | None:
     return None
 
 
-def pip_target_args(python: tuple[int, int] = TARGET_PYTHON,
-                    glibc: tuple[int, int] = TARGET_GLIBC,
-                    arch: str = TARGET_ARCH) -> list[str]:  # fmt: skip
+def pip_target_args(
+    python: tuple[int, int] = TARGET_PYTHON,
+    glibc: tuple[int, int] = TARGET_GLIBC,
+    arch: str = TARGET_ARCH,
+) -> list[str]:
     """pip download options for binaries that run on the target, newest tag first."""
     py = f"{python[0]}{python[1]}"
-    args = ["--only-binary", ":all:", "--python-version", f"{python[0]}.{python[1]}",
-            "--implementation", "cp", "--abi", f"cp{py}"]  # fmt: skip
+    args = [
+        "--only-binary",
+        ":all:",
+        "--python-version",
+        f"{python[0]}.{python[1]}",
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{py}",
+    ]
     tags = [f"manylinux_{glibc[0]}_{minor}_{arch}" for minor in range(glibc[1], 4, -1)]
     # The legacy aliases: manylinux2014 = 2_17, manylinux2010 = 2_12, manylinux1 = 2_5.
-    tags += [f"manylinux{alias}_{arch}" for alias, minor in (("2014", 17), ("2010", 12), ("1", 5))
-             if glibc >= (2, minor)]  # fmt: skip
+    tags += [
+        f"manylinux{alias}_{arch}"
+        for alias, minor in (("2014", 17), ("2010", 12), ("1", 5))
+        if glibc >= (2, minor)
+    ]
     for tag in tags:
         args += ["--platform", tag]
     return args
@@ -139,8 +153,10 @@ def render_lock(digests: Mapping[str, str]) -> str:
     names = [p.name for p in pins]
     if dupes := sorted({n for n in names if names.count(n) > 1}):
         raise ValueError(f"more than one file for {', '.join(dupes)}")
-    body = "".join(f"{p.name}=={p.version} \\\n    --hash=sha256:{p.hashes[0]}\n"
-                   for p in sorted(pins, key=lambda p: p.name))  # fmt: skip
+    body = "".join(
+        f"{p.name}=={p.version} \\\n    --hash=sha256:{p.hashes[0]}\n"
+        for p in sorted(pins, key=lambda p: p.name)
+    )
     return LOCK_HEADER + body
 
 
@@ -153,16 +169,29 @@ def sha256(path: Path) -> str:
 
 
 def pip_download(args: list[str], dest: Path) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-           "-d", str(dest), *pip_target_args(), *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        *pip_target_args(),
+        *args,
+    ]
     subprocess.run(cmd, check=True, stdout=sys.stderr)
 
 
 def cached_digests(cache: Path, pins: Iterable[Pin]) -> dict[str, str]:
     """sha256 of the cached files that have the name and version of a pin."""
     keys = {(p.name, p.version) for p in pins}
-    return {f.name: sha256(f) for f in sorted(cache.iterdir())
-            if f.is_file() and dist_key(f.name) in keys}  # fmt: skip
+    return {
+        f.name: sha256(f)
+        for f in sorted(cache.iterdir())
+        if f.is_file() and dist_key(f.name) in keys
+    }
 
 
 def fetch(cache: Path, stage: Path | None) -> None:

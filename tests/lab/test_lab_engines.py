@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from harness.waits import wait_for
 from infra import layout
 from lab import config as c
 from lab import engines
 from lab.down import down
 from lab.engine_install import is_installed
-from tests.lab.conftest import Lab, _require_root, start_lab, wait_for
+from tests.lab.conftest import Lab, _require_root, start_lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(300)]
 
@@ -84,17 +85,32 @@ def _gpu_service_on_every_node(lab28: Lab, svc: str, *net: str) -> None:
     """A service reserving all of a node's fake GPUs, one task per node: each runs and
     gets exactly its node's GPU UUIDs."""
     lab28.docker(
-        1, "service", "create", "-d", "--name", svc, "--endpoint-mode", "dnsrr", *net,
-        "--replicas", str(lab28.hosts), "--replicas-max-per-node", "1",
-        "--generic-resource", f"{layout.GPU_RESOURCE}={lab28.gpus}",
-        lab28.image, "sleep", "3600",
-    )  # fmt: skip
+        1,
+        "service",
+        "create",
+        "-d",
+        "--name",
+        svc,
+        "--endpoint-mode",
+        "dnsrr",
+        *net,
+        "--replicas",
+        str(lab28.hosts),
+        "--replicas-max-per-node",
+        "1",
+        "--generic-resource",
+        f"{layout.GPU_RESOURCE}={lab28.gpus}",
+        lab28.image,
+        "sleep",
+        "3600",
+    )
     try:
-        tasks = wait_for(
-            lambda: (t := _running_tasks(lab28, svc)) and len(t) == lab28.hosts and t,
-            90,
-            f"{lab28.hosts} running tasks of {svc}",
-        )
+
+        def all_running() -> list[dict[str, Any]] | None:
+            running = _running_tasks(lab28, svc)
+            return running if len(running) == lab28.hosts else None
+
+        tasks = wait_for(f"{lab28.hosts} running tasks of {svc}", all_running, 90, interval=0.5)
         nodes = {
             n["ID"]: n["Description"]["Hostname"]
             for n in json.loads(
@@ -132,7 +148,8 @@ def test_gpu_service_on_a_fresh_overlay_needs_no_warmup(lab28: Lab) -> None:
         _gpu_service_on_every_node(lab28, "gpu-fresh-overlay", "--network", net)
     finally:
         wait_for(
+            f"network {net} to be removable",
             lambda: lab28.docker(1, "network", "rm", net, check=False).returncode == 0,
             30,
-            f"network {net} to be removable",
+            interval=0.5,
         )
