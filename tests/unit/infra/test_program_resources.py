@@ -3,7 +3,8 @@
 The golden files record what reaches the engine and shapes the state: type token,
 name, parent, inputs, and the options the engine stores or acts on (dependencies,
 provider, delete-before-replace, replace-on-changes, ignore-changes, aliases,
-custom timeouts, secret outputs). A refactor that leaves them byte-identical
+custom timeouts, secret outputs), then the outputs each component and the stack
+register (`register_outputs`), and the stack's exports. A refactor that leaves them byte-identical
 upgrades a live stack as a no-op. `DSS_UPDATE_GOLDEN=1` rewrites them.
 
 What varies between machines and runs is replaced by a placeholder: the temporary
@@ -121,12 +122,21 @@ def _registrations(
     """Run __main__.py under mocks for one variant and return every registration."""
     seen: list[dict[str, Any]] = []
     original = pulumi_mocks.MockMonitor.RegisterResource
+    original_outputs = pulumi_mocks.MockMonitor.RegisterResourceOutputs
 
     def register(self: Any, request: Any) -> Any:
         seen.append(_record(request))
         return original(self, request)
 
+    def register_outputs(self: Any, request: Any) -> Any:
+        outputs = json_format.MessageToDict(request.outputs, preserving_proto_field_name=True)
+        seen.append({"type": "<outputs>", "name": request.urn, "parent": "", "outputs": outputs})
+        return original_outputs(self, request)
+
     monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", register)
+    monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResourceOutputs", register_outputs)
+    exports: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda name, value: exports.__setitem__(name, value))
     # Without a key file the launch connects through the operator's agent (prod).
     monkeypatch.setenv("SSH_AUTH_SOCK", "/run/ssh-agent.sock")
     pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="unit", preview=False)
@@ -140,6 +150,13 @@ def _registrations(
     set_stack_config(raw, ("secrets",))
     runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
     _sync_await(wait_for_rpcs())
+    for name, value in sorted(exports.items()):
+        output = pulumi.Output.from_input(value)
+        resolved = {
+            "value": _sync_await(output.future()),
+            "secret": _sync_await(output.is_secret()),
+        }
+        seen.append({"type": "<export>", "name": name, "parent": "", "export": resolved})
     return seen
 
 
@@ -180,5 +197,7 @@ def test_dynamic_resources_carry_their_provider(
     """Every dynamic resource sends its pickled provider, and nothing else does."""
     seen = _registrations(VARIANTS[variant], tmp_path, monkeypatch)
     for r in seen:
+        if r["type"] in ("<outputs>", "<export>"):
+            continue
         dynamic = r["type"] == "pulumi-python:dynamic:Resource"
         assert (r.get("__provider") == "present") == dynamic, f"{r['name']}: __provider"
