@@ -65,6 +65,7 @@ SORTED_LISTS = ("dependencies",)
 # Plaintext stand-ins for the committed stacks' encrypted secrets.
 SECRET_VALUES = {"wandb_api_key": "golden-wandb", "hf_token": "golden-hf"}
 KEY_PLACEHOLDER = "<ssh-key-file>"
+STACK = "pulumi:pulumi:Stack"
 
 
 def _variant(stack: str, **sections: dict[str, Any]) -> dict[str, Any]:
@@ -124,13 +125,18 @@ def _registrations(
     original = pulumi_mocks.MockMonitor.RegisterResource
     original_outputs = pulumi_mocks.MockMonitor.RegisterResourceOutputs
 
+    # The root stack is the SDK's, registered once per process (by the first test
+    # that sets mocks): not part of what the program declares.
     def register(self: Any, request: Any) -> Any:
-        seen.append(_record(request))
+        if request.type != STACK:
+            seen.append(_record(request))
         return original(self, request)
 
     def register_outputs(self: Any, request: Any) -> Any:
         outputs = json_format.MessageToDict(request.outputs, preserving_proto_field_name=True)
-        seen.append({"type": "<outputs>", "name": request.urn, "parent": "", "outputs": outputs})
+        if f"::{STACK}::" not in request.urn:
+            entry = {"type": "<outputs>", "name": request.urn, "parent": "", "outputs": outputs}
+            seen.append(entry)
         return original_outputs(self, request)
 
     monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", register)
