@@ -29,7 +29,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.render import tree_hash
+from infra.render.digest import tree_hash
 from tests.unit.infra.samples import ROOT, Mocks, set_stack_config, stack_config
 
 pytestmark = pytest.mark.unit
