@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import prometheus
 from infra.config import parse_stack_config
+from infra.render import prometheus
 from tests.image.conftest import ROOT, docker
 from tests.unit.infra.samples import stack_config
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from infra import render
-from infra.swarm import endpoint as swarm_endpoint
+from infra.components.swarm import endpoint as swarm_endpoint
 from lab import config as c
 from lab.down import down
 from lab.status import status
