@@ -7,8 +7,8 @@ unpickles the state's copy for `read` (refresh) and `delete`, and a no-op `up`
 never rewrites it, so a stack created before the providers moved to
 infra/providers/ names the old paths until each resource is next updated, and
 possibly forever. `install()` makes each old path import the module the class
-lives in now; tests/unit/infra/test_legacy.py unpickles the fixtures recorded
-from the old code.
+lives in now; tests/unit/infra/providers/test_legacy.py unpickles the fixtures
+recorded from the old code.
 
 Never remove an entry; add one whenever a provider class moves again.
 """
@@ -22,14 +22,17 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-# Old module path -> the module its provider classes live in now (same class names).
+# Old module path -> the module its classes and functions live in now (same names).
 ALIASES: dict[str, str] = {
-    "infra.dynamic": "infra.providers.boundary",
-    "infra.hostops": "infra.providers.hostops",
+    # Named by the pickles in states made before the move.
     "infra.hostfacts": "infra.providers.hostfacts",  # HostFactsProvider
     "infra.swarm": "infra.providers.swarm",  # SwarmInitProvider, SwarmNodeProvider
     "infra.launch": "infra.providers.roster",  # TaskRosterProvider
     "infra.secrets": "infra.providers.secrets",  # SshKeyPairProvider, GeneratedTokenProvider
+    # Not pickled (the classes above are pickled by reference, their bases are not),
+    # kept because they moved in the same change: the same guarantee for every path.
+    "infra.dynamic": "infra.providers.boundary",
+    "infra.hostops": "infra.providers.hostops",
 }
 
 

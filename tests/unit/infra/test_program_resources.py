@@ -10,7 +10,7 @@ upgrades a live stack as a no-op. `DSS_UPDATE_GOLDEN=1` rewrites them.
 What varies between machines and runs is replaced by a placeholder: the temporary
 SSH key path, the content tags of images/ and monitoring/ (they change with every
 edit there, not with the program), the pickled dynamic provider (`__provider`,
-which names the code, not a value; tests/unit/infra/test_legacy.py covers it).
+which names the code, not a value; tests/unit/infra/providers/test_legacy.py covers it).
 """
 
 from __future__ import annotations
