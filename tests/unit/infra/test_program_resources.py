@@ -90,6 +90,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "stack": "lab8",
         "monitoring": {"enabled": True, "storage": "/var/lib/dss-lab/shared/prometheus"},
     },
+    # The launch paths no committed stack takes: one launcher per node (torchrun, and
+    # deepspeed without SSH), and images built on every host (no registry).
+    "dev-torchrun": {
+        "stack": "dev",
+        "training": {"launcher": "torchrun"},
+        "image": {"registry": None},
+        "monitoring": {"enabled": True},
+    },
+    "dev-no-ssh": {"stack": "dev", "training": {"launch_mode": "no_ssh"}},
 }
 
 
