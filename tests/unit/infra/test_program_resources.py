@@ -99,7 +99,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "monitoring": {"enabled": True},
     },
     "dev-no-ssh": {"stack": "dev", "training": {"launch_mode": "no_ssh"}},
+    # Docker engines over tcp:// with client TLS (files written per test).
+    "prod-tls": {"stack": "prod", "tls": True},
 }
+TLS_PLACEHOLDER = "<tls-dir>"
 
 
 def _record(request: Any) -> dict[str, Any]:
@@ -155,7 +158,21 @@ def _registrations(
     # Without a key file the launch connects through the operator's agent (prod).
     monkeypatch.setenv("SSH_AUTH_SOCK", "/run/ssh-agent.sock")
     pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="unit", preview=False)
-    raw = _variant(variant["stack"], **{k: v for k, v in variant.items() if k != "stack"})
+    sections = {k: v for k, v in variant.items() if k not in ("stack", "tls")}
+    raw = _variant(variant["stack"], **sections)
+    if variant.get("tls"):
+        tls = tmp_path / "tls"
+        tls.mkdir()
+        for part in ("ca", "cert", "key"):
+            (tls / f"{part}.pem").write_text(f"golden-{part}")
+        raw["hosts"] = [
+            {
+                **h,
+                "docker_host": f"tcp://{h['address']}:2376",
+                "docker_tls": {p: str(tls / f"{p}.pem") for p in ("ca", "cert", "key")},
+            }
+            for h in raw["hosts"]
+        ]
     names = sorted(raw.pop("secrets", {}))
     raw["secrets"] = {n: SECRET_VALUES[n] for n in names}
     key_file = tmp_path / "id_ed25519"
@@ -185,6 +202,7 @@ def _render(seen: list[dict[str, Any]], tmp_path: Path) -> str:
         tree_hash(ROOT / "images"): "<images-tag>",
         tree_hash(ROOT / "monitoring"): "<monitoring-tag>",
         str(tmp_path / "id_ed25519"): KEY_PLACEHOLDER,
+        str(tmp_path / "tls"): TLS_PLACEHOLDER,
     }
     for value, placeholder in tags.items():
         text = text.replace(value, placeholder)
