@@ -1,23 +1,24 @@
 """deepspeed-swarm: a DeepSpeed training cluster on Docker Swarm.
 
 Table of contents: load the validated stack config, build the components in
-dependency order, export what a reviewer and an operator need.
+dependency order (each from its config sections and the components before it),
+export what a reviewer and an operator need.
 """
 
 from pathlib import Path
 
 import pulumi
 
-from infra import config, render
-from infra.hostfacts import HostFacts
-from infra.image import TrainingImage
-from infra.jupyter import JupyterLab
-from infra.launch import TrainingLaunch
-from infra.monitoring import Monitoring
-from infra.network import OverlayNetwork
-from infra.secrets import ClusterSecrets
-from infra.services import TrainingServices
-from infra.swarm import SwarmCluster, endpoint
+from infra import config
+from infra.components.hostfacts import HostFacts, HostFactsArgs
+from infra.components.image import TrainingImage, TrainingImageArgs
+from infra.components.jupyter import JupyterLab, JupyterLabArgs
+from infra.components.launch import TrainingLaunch, TrainingLaunchArgs
+from infra.components.monitoring import Monitoring, MonitoringArgs
+from infra.components.network import OverlayNetwork, OverlayNetworkArgs
+from infra.components.secrets import ClusterSecrets, ClusterSecretsArgs
+from infra.components.services import TrainingServices, TrainingServicesArgs
+from infra.components.swarm import SwarmCluster, SwarmClusterArgs
 
 PROJECT_DIR = Path(__file__).parent
 stack = pulumi.get_stack()
@@ -26,42 +27,50 @@ stack = pulumi.get_stack()
 cfg, secret_values = config.load()
 
 # 2. Hosts: preflight facts (GPUs, NIC MTU, driver), then the swarm on top of them.
-facts = HostFacts(f"{stack}-facts", cfg)
-swarm = SwarmCluster(
-    f"{stack}-swarm", cfg, pulumi.ResourceOptions(depends_on=list(facts.facts.values()))
-)
-nodes = list(swarm.nodes.values())
+facts = HostFacts(f"{stack}-facts", HostFactsArgs(cfg.hosts, cfg.network, cfg.preflight))
+swarm = SwarmCluster(f"{stack}-swarm", SwarmClusterArgs(cfg.hosts, cfg.leader, cfg.master, facts))
 
 # 3. What the tasks need: image, overlay network, secrets.
-image = TrainingImage(f"{stack}-image", cfg, PROJECT_DIR, swarm.providers)
-network = OverlayNetwork(f"{stack}-net", cfg.network, swarm.manager_provider, depends_on=nodes)
-secrets = ClusterSecrets(f"{stack}-secrets", secret_values, swarm.manager_provider, nodes)
+image = TrainingImage(f"{stack}-image", TrainingImageArgs(cfg.image, PROJECT_DIR, swarm))
+network = OverlayNetwork(f"{stack}-net", OverlayNetworkArgs(cfg.network, swarm))
+secrets = ClusterSecrets(f"{stack}-secrets", ClusterSecretsArgs(secret_values, swarm))
 
 # 4. The GPU-reserving services, then the launch of the training job.
 services = TrainingServices(
     f"{stack}-train",
-    cfg,
-    image_ref=image.ref,
-    network_id=network.network_id,
-    secrets=secrets.secrets,
-    provider=swarm.manager_provider,
-    depends_on=[image, network, secrets, facts],
+    TrainingServicesArgs(
+        training=cfg.training,
+        monitoring=cfg.monitoring,
+        hosts=cfg.hosts,
+        active_hosts=cfg.active_hosts,
+        workers=cfg.workers,
+        spares=cfg.spares,
+        secret_names=cfg.secret_names,
+        image=image,
+        network=network,
+        secrets=secrets,
+        swarm=swarm,
+        facts=facts,
+    ),
 )
 launch = TrainingLaunch(
     f"{stack}-launch",
-    cfg,
-    host_endpoints={h.name: endpoint(h) for h in cfg.hosts},
-    services=[s for s in (services.master, services.workers) if s is not None],
-    service_names=services.service_names,
-    network_id=network.network_id,
-    image_ref=image.ref,
-    task_spec_digest=services.task_spec_digest,
+    TrainingLaunchArgs(
+        training=cfg.training,
+        master=cfg.master,
+        training_hosts=cfg.training_hosts,
+        preflight=cfg.preflight,
+        services=services,
+        swarm=swarm,
+        network=network,
+        image=image,
+    ),
 )
 
 # 5. Optional: JupyterLab on the master, beside the job.
 if cfg.jupyter.enabled:
     jupyter = JupyterLab(
-        f"{stack}-jupyter", cfg, image.ref, swarm.manager_provider, depends_on=[image, *nodes]
+        f"{stack}-jupyter", JupyterLabArgs(cfg.jupyter, cfg.training, cfg.master, image, swarm)
     )
     pulumi.export("jupyterUrl", jupyter.url)
     pulumi.export("jupyterToken", jupyter.token)
@@ -71,12 +80,16 @@ monitoring = None
 if cfg.monitoring.enabled:
     monitoring = Monitoring(
         f"{stack}-monitoring",
-        cfg,
-        PROJECT_DIR,
-        network_id=network.network_id,
-        provider=swarm.manager_provider,
-        host_providers=swarm.providers,
-        depends_on=[network, *nodes],
+        MonitoringArgs(
+            monitoring=cfg.monitoring,
+            training=cfg.training,
+            workers=cfg.workers,
+            master=cfg.master,
+            image=cfg.image,
+            project_dir=PROJECT_DIR,
+            network=network,
+            swarm=swarm,
+        ),
     )
 
 # 7. Outputs a PR preview and an operator read.
@@ -91,8 +104,8 @@ pulumi.export("networkId", network.network_id)
 pulumi.export("networkName", network.network_name)
 pulumi.export("networkMtu", network.mtu)
 pulumi.export("swarmId", swarm.swarm_id)
-pulumi.export("logsCommand", render.logs_command(cfg))
-pulumi.export("trainingLog", render.metrics_path(cfg))
+pulumi.export("logsCommand", launch.logs_command)
+pulumi.export("trainingLog", launch.training_log)
 pulumi.export("trainingSteps", cfg.training.steps)
 if monitoring is not None:
     pulumi.export("prometheusAddress", monitoring.address)

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import harness.stack
-from infra.hostops import docker_client, node_hostname
 from infra.layout import CONFIG_TYPE, NETWORK_TYPE, SECRET_TYPE, SERVICE_TYPE
+from infra.providers.hostops import docker_client, node_hostname
 
 SERVICE = SERVICE_TYPE
 NETWORK = NETWORK_TYPE

@@ -25,8 +25,8 @@ from pulumi_policy import (
     Secret,
 )
 
-from infra.dynamic import normalize
 from infra.layout import GPU_RESOURCE, GPU_ROLES, IMAGE_TYPE, NETWORK_TYPE, SERVICE_TYPE
+from infra.providers.boundary import normalize
 
 SERVICE = SERVICE_TYPE
 NETWORK = NETWORK_TYPE

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from harness import waits
-from infra import prometheus
 from infra.config import parse_stack_config
+from infra.render import prometheus
 from tests.image.conftest import ROOT, docker
 from tests.unit.infra.samples import stack_config
 

@@ -15,8 +15,8 @@ from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 from harness.configs import dev_stack_config
 from harness.lab import docker_run
 from infra import render
+from infra.components.swarm import endpoint as swarm_endpoint
 from infra.config import StackConfig
-from infra.swarm import endpoint as swarm_endpoint
 from lab import config as c
 from lab import engines
 from lab.down import down

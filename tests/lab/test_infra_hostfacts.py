@@ -1,4 +1,4 @@
-"""infra.hostfacts against lab hosts: preflight refuses, refresh names drifted facts.
+"""infra.providers.hostfacts against lab hosts: preflight refuses, refresh names drifted facts.
 
 These drive the dynamic provider's create/read/diff directly (the engine calls
 the same methods), over real SSH to real lab hosts.
@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from infra.hostfacts import HostFactsProvider, expected_facts, ssh_target
+from infra.components.hostfacts import expected_facts, ssh_target
+from infra.providers.hostfacts import HostFactsProvider
 from lab import config as c
 from lab import hostfiles as hf
 from tests.lab.conftest import Lab, outs

@@ -1,4 +1,4 @@
-"""infra.launch against a lab swarm: the task roster and the launch/stop scripts.
+"""infra.providers.roster against a lab swarm: the task roster and the launch/stop scripts.
 
 GPU-reserving services are made here with the Docker API (a stand-in workload:
 busybox), then the roster provider reads them and the rendered launch and stop
@@ -16,8 +16,8 @@ from docker.types import EndpointSpec, Mount, Resources, ServiceMode
 from harness.lab import client as lab_client
 from harness.lab import exec_text, ident
 from infra import render
-from infra.hostops import ssh_run
-from infra.launch import TaskRosterProvider
+from infra.providers.hostops import ssh_run
+from infra.providers.roster import TaskRosterProvider
 from lab import config as c
 from tests.lab.conftest import Lab, outs
 
@@ -39,7 +39,7 @@ def services(lab: Lab) -> Iterator[dict[str, Any]]:
     net_id = ident(net)
     made = []
     try:
-        # What TrainingServices does first (infra/services.py, warmup_spec): one
+        # What TrainingServices does first (infra/components/services.py, warmup_spec): one
         # plain task per node on the new overlay, without which the GPU tasks
         # are rejected for good on Docker 20.10.
         made.append(

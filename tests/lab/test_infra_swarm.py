@@ -1,4 +1,4 @@
-"""infra.swarm against lab hosts: init, join, labels, adoption, drift, leave."""
+"""infra.providers.swarm against lab hosts: init, join, labels, adoption, drift, leave."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_stack_config
-from infra.hostops import docker_client
-from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
+from infra.components.swarm import endpoint
+from infra.providers.hostops import docker_client
+from infra.providers.swarm import SwarmInitProvider, SwarmNodeProvider
 from tests.lab.conftest import Lab, init_props, node_props, outs
 
 pytestmark = pytest.mark.lab

@@ -1,4 +1,4 @@
-"""infra.swarm with three managers: a destroy deletes the nodes in parallel and the
+"""infra.providers.swarm with three managers: a destroy deletes the nodes in parallel and the
 swarm keeps its quorum until the leader leaves last (found by an 8-host benchmark)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_stack_config, lab_hosts
+from infra.components.swarm import endpoint
 from infra.config import parse_stack_config
-from infra.hostops import docker_client
-from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
+from infra.providers.hostops import docker_client
+from infra.providers.swarm import SwarmInitProvider, SwarmNodeProvider
 from lab import config as c
 from lab.down import down
 from tests.lab.conftest import init_props, node_props, outs, start_lab

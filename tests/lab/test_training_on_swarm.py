@@ -35,11 +35,12 @@ from docker.types import (
 from harness.configs import dev_stack_config
 from harness.lab import ident
 from infra import render
+from infra.components.swarm import endpoint
 from infra.config import StackConfig
-from infra.hostops import ssh_run
-from infra.launch import TaskRosterProvider
-from infra.secrets import SshKeyPairProvider
-from infra.swarm import SwarmInitProvider, SwarmNodeProvider, endpoint
+from infra.providers.hostops import ssh_run
+from infra.providers.roster import TaskRosterProvider
+from infra.providers.secrets import SshKeyPairProvider
+from infra.providers.swarm import SwarmInitProvider, SwarmNodeProvider
 from lab import config as c
 from tests.lab.conftest import Lab, outs
 

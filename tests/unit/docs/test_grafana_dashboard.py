@@ -16,8 +16,8 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from infra import prometheus
 from infra.config import parse_stack_config
+from infra.render import prometheus
 from tests.unit.infra.samples import ROOT, stack_config
 
 pytestmark = pytest.mark.unit

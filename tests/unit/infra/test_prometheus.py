@@ -1,4 +1,4 @@
-"""infra.prometheus: Prometheus config and alert rules (golden files, `promtool test rules`)."""
+"""infra.render.prometheus: Prometheus config and alert rules (golden files, promtool)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import prometheus
 from infra.config import StackConfig, parse_stack_config
+from infra.render import prometheus
 from tests.unit.infra.samples import stack_config
 from tests.unit.infra.test_render import golden
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import yaml
 
-from infra import render
-from infra.config import StackConfig, duration_seconds
+from infra.config import duration_seconds
+from infra.layout import MASTER_SERVICE, WORKER_SERVICE
+from infra.render.sections import MonitoringSource
 
 PROMETHEUS_SERVICE = "ds-prometheus"
 NODE_EXPORTER_SERVICE = "ds-node-exporter"
@@ -42,18 +43,18 @@ def seconds(n: int) -> str:
     return f"{n}s"
 
 
-def scrape_timeout(cfg: StackConfig) -> str:
+def scrape_timeout(cfg: MonitoringSource) -> str:
     """A scrape may take the interval less a second, at most 10 s (Prometheus' default)."""
     return seconds(max(1, min(10, cfg.monitoring.scrape_seconds - 1)))
 
 
-def train_targets(cfg: StackConfig) -> list[str]:
+def train_targets(cfg: MonitoringSource) -> list[str]:
     """The DNS names of the training tasks."""
-    services = [render.MASTER_SERVICE] + ([render.WORKER_SERVICE] if cfg.workers else [])
+    services = [MASTER_SERVICE] + ([WORKER_SERVICE] if cfg.workers else [])
     return [f"tasks.{s}" for s in services]
 
 
-def scrape_configs(cfg: StackConfig) -> list[dict[str, Any]]:
+def scrape_configs(cfg: MonitoringSource) -> list[dict[str, Any]]:
     """Training ranks, node exporters, Prometheus itself."""
     mon = cfg.monitoring
     refresh = mon.scrape_interval
@@ -92,8 +93,8 @@ def scrape_configs(cfg: StackConfig) -> list[dict[str, Any]]:
     return [train, node, itself]
 
 
-def prometheus_config(cfg: StackConfig) -> str:
-    """prometheus.yml (delivered as a Swarm config, see infra/monitoring.py)."""
+def prometheus_config(cfg: MonitoringSource) -> str:
+    """prometheus.yml (delivered as a Swarm config, see infra/components/monitoring.py)."""
     mon = cfg.monitoring
     doc = {
         "global": {
@@ -156,7 +157,7 @@ def slow_expr(window: str, factor: float) -> str:
 """
 
 
-def alert_rules(cfg: StackConfig) -> str:
+def alert_rules(cfg: MonitoringSource) -> str:
     """The alert rules file: stalled rank, slow rank, GPU memory, overdue checkpoint,
     target down. Windows are counted in scrape intervals (monitoring.alerts)."""
     mon, a = cfg.monitoring, cfg.monitoring.alerts
@@ -253,7 +254,7 @@ def alert_rules(cfg: StackConfig) -> str:
     return _HEADER + _dump({"groups": [{"name": "deepspeed-swarm", "rules": rules}]})
 
 
-def prometheus_args(cfg: StackConfig) -> list[str]:
+def prometheus_args(cfg: MonitoringSource) -> list[str]:
     """Prometheus' command line in its task."""
     mon = cfg.monitoring
     return [
@@ -265,7 +266,7 @@ def prometheus_args(cfg: StackConfig) -> list[str]:
     ]
 
 
-def node_exporter_args(cfg: StackConfig) -> list[str]:
+def node_exporter_args(cfg: MonitoringSource) -> list[str]:
     """The node exporter's command line: the host's /proc, /sys and / under HOST_ROOT."""
     return [
         "/usr/bin/prometheus-node-exporter",
@@ -281,6 +282,9 @@ def node_exporter_args(cfg: StackConfig) -> list[str]:
     ]
 
 
+# The old path stays in the header: the text is part of the rendered config, which
+# names the Swarm config by its content; another header would replace the config
+# and restart Prometheus on a stack that changed nothing.
 _HEADER = "# Rendered by infra/prometheus.py from the stack config; do not edit.\n"
 
 

@@ -1,10 +1,10 @@
-"""infra.hostfacts: parsing what a host reports, and naming every drifted fact."""
+"""infra.providers.hostfacts: parsing what a host reports, and naming every drifted fact."""
 
 from __future__ import annotations
 
 import pytest
 
-from infra.hostfacts import compare, mismatches, parse_facts
+from infra.providers.hostfacts import compare, mismatches, parse_facts
 
 pytestmark = pytest.mark.unit
 

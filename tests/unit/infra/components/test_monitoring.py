@@ -1,5 +1,5 @@
-"""infra.monitoring under Pulumi mocks: Prometheus, node exporters, their configs and image;
-nothing of it when monitoring is off."""
+"""infra.components.monitoring under Pulumi mocks: Prometheus, node exporters, their
+configs and image; nothing of it when monitoring is off."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import prometheus
+from infra.components.services import spec_digest
 from infra.config import parse_stack_config
-from infra.services import spec_digest
+from infra.render import prometheus
 from tests.unit.infra.samples import Mocks
 from tests.unit.infra.test_program import SERVICE, run_program
 
@@ -86,7 +86,7 @@ def test_storage_can_be_a_host_path(mocks: Mocks, dev_raw: dict[str, Any], tmp_p
 
 def test_prometheus_config_is_a_swarm_config(mocks: Mocks, monitored: dict[str, Any]) -> None:
     """prometheus.yml and the alert rules reach the task as Swarm configs named by their
-    content, readable by nobody, holding exactly what infra.prometheus renders."""
+    content, readable by nobody, holding exactly what infra.render.prometheus renders."""
     configs = {r.name: r.inputs for r in mocks.by_type(CONFIG)}
     assert set(configs) == {"unit-monitoring-config", "unit-monitoring-rules"}
     cfg = monitored["cfg"]

@@ -1,4 +1,4 @@
-"""infra.launch: the task roster as the swarm API reports it."""
+"""infra.providers.roster: the task roster as the swarm API reports it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from docker.errors import NotFound
 
-from infra import launch
+from infra.providers import roster
 
 pytestmark = pytest.mark.unit
 
@@ -25,14 +25,14 @@ def test_roster_of_a_removed_service_is_empty(monkeypatch: pytest.MonkeyPatch) -
     class Client:
         api = Api()
 
-    monkeypatch.setattr(launch, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
     props = {"leader_endpoint": {"url": "unix:///x"}, "services": ["ds-master", "ds-worker"]}
-    assert launch._roster(props) == []
+    assert roster._roster(props) == []
 
 
 def test_node_without_description_has_no_hostname() -> None:
     """A node that has only just joined (no Description yet) reads as no hostname."""
-    from infra.hostops import node_hostname
+    from infra.providers.hostops import node_hostname
 
     assert node_hostname({"ID": "n1", "Status": {"State": "unknown"}}) == ""
     assert node_hostname({"Description": {"Hostname": "lab-h1"}}) == "lab-h1"
@@ -48,7 +48,7 @@ def _swarm_with_tasks(monkeypatch: pytest.MonkeyPatch, running: dict[str, list[s
     class Client:
         api = Api()
 
-    monkeypatch.setattr(launch, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
 
 
 PROPS = {
@@ -61,13 +61,13 @@ PROPS = {
 def test_same_tasks_have_not_moved(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tasks the state holds still run: no change (a no-op stays a no-op)."""
     _swarm_with_tasks(monkeypatch, {"ds-master": ["m1"], "ds-worker": ["w2", "w1"]})
-    assert not launch.tasks_moved(PROPS)
+    assert not roster.tasks_moved(PROPS)
 
 
 def test_task_moved_to_the_spare_is_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
     """Swarm replaced a task (its host was lost): the roster must re-read and relaunch."""
     _swarm_with_tasks(monkeypatch, {"ds-master": ["m1"], "ds-worker": ["w1", "w3"]})
-    assert launch.tasks_moved(PROPS)
+    assert roster.tasks_moved(PROPS)
 
 
 def test_unreachable_leader_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,5 +76,5 @@ def test_unreachable_leader_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> 
     def refuse(_endpoint: Any) -> Any:
         raise ConnectionError("connection refused")
 
-    monkeypatch.setattr(launch, "docker_client", refuse)
-    assert not launch.tasks_moved(PROPS)
+    monkeypatch.setattr(roster, "docker_client", refuse)
+    assert not roster.tasks_moved(PROPS)

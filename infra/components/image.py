@@ -8,21 +8,30 @@ image built with `skip_push` exists on one daemon only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
 
-from infra import render
-from infra.config import Image, StackConfig
+from infra.components.swarm import SwarmCluster
+from infra.config import Image
+from infra.render.digest import tree_hash
+from infra.render.specs import BUILD_PLATFORM
 
-# The one platform the image is built for; services declare it in their placement.
-PLATFORM_OS, PLATFORM_ARCH = "linux", "amd64"
+
+@dataclass(frozen=True)
+class TrainingImageArgs:
+    """The image config, the project it is built from, the hosts' engines."""
+
+    image: Image
+    project_dir: Path
+    swarm: SwarmCluster
 
 
 def image_tag(project_dir: Path, image: Image) -> str:
     """Content tag: a one-line change in the build context gives a new tag."""
-    return render.tree_hash(project_dir / image.context)
+    return tree_hash(project_dir / image.context)
 
 
 def image_name(image: Image, tag: str, repository: str | None = None) -> str:
@@ -79,14 +88,12 @@ class TrainingImage(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        cfg: StackConfig,
-        project_dir: Path,
-        host_providers: dict[str, docker.Provider],
+        args: TrainingImageArgs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("deepspeed-swarm:image:TrainingImage", name, None, opts)
-        img = cfg.image
-        self.tag = image_tag(project_dir, img)
+        img = args.image
+        self.tag = image_tag(args.project_dir, img)
         build = docker.DockerBuildArgs(
             # Relative to the project (the program's working directory), so state
             # does not change when the project is cloned somewhere else.
@@ -94,7 +101,9 @@ class TrainingImage(pulumi.ComponentResource):
             dockerfile=f"{img.context}/{img.dockerfile}",
             args=img.build_args,
             builder_version=docker.BuilderVersion(img.builder),
-            platform=f"{PLATFORM_OS}/{PLATFORM_ARCH}",
+            platform=BUILD_PLATFORM,
         )
-        self.ref = distribute(self, name, img, image_name(img, self.tag), build, host_providers)
+        self.ref = distribute(
+            self, name, img, image_name(img, self.tag), build, args.swarm.providers
+        )
         self.register_outputs({"tag": self.tag, "ref": self.ref})

@@ -3,7 +3,7 @@ Swarm services on the training overlay (only when `monitoring.enabled`).
 
 - The image (`monitoring/`) holds Debian's prometheus and prometheus-node-exporter;
   it is built and distributed like the training image (content tag, pushed digest).
-- Prometheus' configuration and alert rules are rendered by infra/prometheus.py and
+- Prometheus' configuration and alert rules are rendered by infra/render/prometheus.py and
   delivered as Swarm configs rather than baked into the image: a new threshold or
   scrape interval is a new config object and a Prometheus restart, not an image
   build and push; `docker config inspect` shows exactly what runs, and Swarm
@@ -18,34 +18,54 @@ Swarm services on the training overlay (only when `monitoring.enabled`).
 
 None of these resources is part of a training task: a change to them never restarts
 training (delivery/preview.py reports it so). Turning monitoring on or off does, once:
-the training tasks get or lose the ranks' metrics port (render.training_env).
+the training tasks get or lose the ranks' metrics port (render.labels.training_env).
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
 
-from infra import prometheus, render
-from infra.config import StackConfig
-from infra.image import PLATFORM_ARCH, PLATFORM_OS, distribute, image_name
-from infra.services import PLATFORMS
+from infra.components.image import distribute, image_name
+from infra.components.network import OverlayNetwork
+from infra.components.swarm import SwarmCluster
+from infra.config import Host, Image, Training
+from infra.config import Monitoring as MonitoringConfig
+from infra.render import prometheus, specs
+from infra.render.digest import content_hash, tree_hash
 
 ROLE_LABEL = docker.ServiceLabelArgs(label="dss.role", value="monitoring")
 
 
-def image_tag(project_dir: Path, cfg: StackConfig) -> str:
+@dataclass(frozen=True)
+class MonitoringArgs:
+    """Monitoring's settings and what Prometheus scrapes (the training job, its
+    workers), the master it runs on, the image registry and builder it shares with
+    the training image, and the overlay and swarm it runs on."""
+
+    monitoring: MonitoringConfig
+    training: Training
+    workers: Sequence[Host]
+    master: Host
+    image: Image
+    project_dir: Path
+    network: OverlayNetwork
+    swarm: SwarmCluster
+
+
+def image_tag(project_dir: Path, mon: MonitoringConfig) -> str:
     """Content tag of the monitoring image (its Dockerfile, package list, base script)."""
-    return render.tree_hash(project_dir / cfg.monitoring.context)
+    return tree_hash(project_dir / mon.context)
 
 
-def storage_mount(cfg: StackConfig) -> docker.ServiceTaskSpecContainerSpecMountArgs:
+def storage_mount(mon: MonitoringConfig) -> docker.ServiceTaskSpecContainerSpecMountArgs:
     """Prometheus' data: a named volume, or a bind of an absolute host path."""
-    source = cfg.monitoring.storage
+    source = mon.storage
     kind = "bind" if source.startswith("/") else "volume"
     return docker.ServiceTaskSpecContainerSpecMountArgs(
         type=kind, source=source, target=prometheus.DATA_DIR, read_only=False
@@ -55,9 +75,7 @@ def storage_mount(cfg: StackConfig) -> docker.ServiceTaskSpecContainerSpecMountA
 def host_mounts() -> list[docker.ServiceTaskSpecContainerSpecMountArgs]:
     """The host's /proc, /sys and / for the node exporter, read-only."""
     return [
-        docker.ServiceTaskSpecContainerSpecMountArgs(
-            type="bind", source=source, target=f"{prometheus.HOST_ROOT}/{target}", read_only=True
-        )
+        specs.bind_mount(source, f"{prometheus.HOST_ROOT}/{target}", read_only=True)
         for source, target in (("/proc", "proc"), ("/sys", "sys"), ("/", "root"))
     ]
 
@@ -76,36 +94,31 @@ class Monitoring(pulumi.ComponentResource):
     """`http://<master host>:<prometheus_port>`: where an operator or Grafana reaches it."""
 
     def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        project_dir: Path,
-        network_id: pulumi.Input[str],
-        provider: docker.Provider,
-        host_providers: dict[str, docker.Provider],
-        depends_on: Sequence[pulumi.Resource],
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("deepspeed-swarm:monitoring:Monitoring", name, None, opts)
-        mon = cfg.monitoring
-        tag = image_tag(project_dir, cfg)
+        mon = args.monitoring
+        tag = image_tag(args.project_dir, mon)
         build = docker.DockerBuildArgs(
             context=mon.context,
             dockerfile=f"{mon.context}/Dockerfile",
             args={"BASE_IMAGE": mon.base_image},
-            builder_version=docker.BuilderVersion(cfg.image.builder),
-            platform=f"{PLATFORM_OS}/{PLATFORM_ARCH}",
+            builder_version=docker.BuilderVersion(args.image.builder),
+            platform=specs.BUILD_PLATFORM,
         )
         self.image_ref = distribute(
             self,
             f"{name}-image",
-            cfg.image,
-            image_name(cfg.image, tag, mon.repository),
+            args.image,
+            image_name(args.image, tag, mon.repository),
             build,
-            host_providers,
+            args.swarm.providers,
         )
+        network_id = args.network.network_id
         on_swarm = pulumi.ResourceOptions(
-            parent=self, provider=provider, depends_on=list(depends_on)
+            parent=self,
+            provider=args.swarm.manager_provider,
+            depends_on=[args.network, *args.swarm.members],
         )
 
         def swarm_config(
@@ -114,7 +127,7 @@ class Monitoring(pulumi.ComponentResource):
             config = docker.ServiceConfig(
                 f"{name}-{role}",
                 # Named by content: a change is a new config (configs are immutable).
-                name=f"{prometheus.PROMETHEUS_SERVICE}-{role}-{render.content_hash(text)}",
+                name=f"{prometheus.PROMETHEUS_SERVICE}-{role}-{content_hash(text)}",
                 data=_b64(text),
                 labels=[docker.ServiceConfigLabelArgs(label="dss.file", value=file_name)],
                 opts=pulumi.ResourceOptions.merge(
@@ -134,55 +147,36 @@ class Monitoring(pulumi.ComponentResource):
             )
 
         configs = [
-            swarm_config("config", prometheus.prometheus_config(cfg), prometheus.CONFIG_FILE),
-            swarm_config("rules", prometheus.alert_rules(cfg), prometheus.RULES_FILE),
+            swarm_config("config", prometheus.prometheus_config(args), prometheus.CONFIG_FILE),
+            swarm_config("rules", prometheus.alert_rules(args), prometheus.RULES_FILE),
         ]
-        # All four fields: the provider sends the ones left out as zeros and reads
-        # them back ("0s"), so a partial policy is a perpetual `taskSpec` diff.
-        restart = docker.ServiceTaskSpecRestartPolicyArgs(
-            condition="any",
-            delay=render.docker_duration("10s"),
-            max_attempts=0,
-            window=render.docker_duration("0s"),
-        )
-        networks = [docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)]
+        restart = specs.restart_policy("any", "10s", max_attempts=0, window="0s")
+        networks = specs.overlay(network_id)
         self.prometheus = docker.Service(
             f"{name}-prometheus",
             name=prometheus.PROMETHEUS_SERVICE,
-            mode=docker.ServiceModeArgs(replicated=docker.ServiceModeReplicatedArgs(replicas=1)),
+            mode=specs.replicated(1),
             task_spec=docker.ServiceTaskSpecArgs(
                 container_spec=docker.ServiceTaskSpecContainerSpecArgs(
                     image=self.image_ref,
-                    commands=prometheus.prometheus_args(cfg),
+                    commands=prometheus.prometheus_args(args),
                     user=prometheus.MONITORING_UID,
                     configs=configs,
-                    mounts=[storage_mount(cfg)],
+                    mounts=[storage_mount(mon)],
                     # The TSDB writes its head block on SIGTERM.
                     stop_signal="SIGTERM",
-                    stop_grace_period=render.docker_duration("30s"),
+                    stop_grace_period=specs.docker_duration("30s"),
                 ),
                 networks_advanceds=networks,
-                placement=docker.ServiceTaskSpecPlacementArgs(
-                    constraints=[f"node.hostname=={cfg.master.name}"],
-                    max_replicas=1,
-                    platforms=PLATFORMS,
-                ),
+                placement=specs.placement([f"node.hostname=={args.master.name}"], max_replicas=1),
                 restart_policy=restart,
             ),
             # Published on the master host only: host mode binds the port where the
             # task runs. dnsrr: no VIP (the lab has no IPVS; nothing needs one).
-            endpoint_spec=docker.ServiceEndpointSpecArgs(
-                mode="dnsrr",
-                ports=[
-                    docker.ServiceEndpointSpecPortArgs(
-                        target_port=prometheus.PROMETHEUS_PORT,
-                        published_port=mon.prometheus_port,
-                        protocol="tcp",
-                        publish_mode="host",
-                    )
-                ],
+            endpoint_spec=specs.dnsrr(
+                [specs.host_port(prometheus.PROMETHEUS_PORT, mon.prometheus_port)]
             ),
-            converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="5m"),
+            converge_config=specs.converge("5m"),
             labels=[ROLE_LABEL],
             opts=on_swarm,
         )
@@ -195,19 +189,19 @@ class Monitoring(pulumi.ComponentResource):
             task_spec=docker.ServiceTaskSpecArgs(
                 container_spec=docker.ServiceTaskSpecContainerSpecArgs(
                     image=self.image_ref,
-                    commands=prometheus.node_exporter_args(cfg),
+                    commands=prometheus.node_exporter_args(args),
                     user=prometheus.MONITORING_UID,
                     mounts=host_mounts(),
                     # node_uname_info then names the Swarm node, not a container id.
                     hostname="{{.Node.Hostname}}",
                 ),
                 networks_advanceds=networks,
-                placement=docker.ServiceTaskSpecPlacementArgs(platforms=PLATFORMS),
+                placement=specs.placement(),
                 restart_policy=restart,
             ),
-            endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
+            endpoint_spec=specs.dnsrr(),
             labels=[ROLE_LABEL],
             opts=on_swarm,
         )
-        self.address = f"http://{cfg.master.address}:{mon.prometheus_port}"
+        self.address = f"http://{args.master.address}:{mon.prometheus_port}"
         self.register_outputs({"address": self.address, "image_ref": self.image_ref})

@@ -1,11 +1,18 @@
-"""infra.network: driver options and IPAM stated as Docker reads them back."""
+"""infra.components.network: driver options and IPAM stated as Docker reads them back."""
 
 from __future__ import annotations
 
 import pytest
 
+from infra.components.network import (
+    VNI_END,
+    VNI_FLOOR,
+    ipam,
+    network_name,
+    network_options,
+    vxlan_id,
+)
 from infra.config import Network
-from infra.network import VNI_END, VNI_FLOOR, ipam, network_name, network_options, vxlan_id
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""infra.dynamic: what crosses the engine boundary into a dynamic provider."""
+"""infra.providers.boundary: what crosses the engine boundary into a dynamic provider."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from infra import hostfacts, launch, secrets, swarm
-from infra.dynamic import BoundaryProvider, normalize
+from infra.providers import hostfacts, roster, secrets, swarm
+from infra.providers.boundary import BoundaryProvider, normalize
 
 pytestmark = pytest.mark.unit
 
@@ -43,8 +43,9 @@ def test_provider_methods_receive_ints() -> None:
         hostfacts.HostFactsProvider,
         swarm.SwarmInitProvider,
         swarm.SwarmNodeProvider,
-        launch.TaskRosterProvider,
+        roster.TaskRosterProvider,
         secrets.SshKeyPairProvider,
+        secrets.GeneratedTokenProvider,
     ],
 )
 def test_every_provider_is_at_the_boundary(provider: type) -> None:
@@ -69,7 +70,7 @@ def test_host_facts_ssh_port_from_the_wire(monkeypatch: pytest.MonkeyPatch) -> N
         argv.append(args)
         return Done()
 
-    monkeypatch.setattr("infra.hostops.subprocess.run", fake_run)
+    monkeypatch.setattr("infra.providers.hostops.subprocess.run", fake_run)
     props = {
         "host": "h1",
         "ssh": {"user": "root", "address": "10.0.0.1", "port": 22.0},

@@ -1,47 +1,18 @@
-"""Pure functions that turn validated config (and observed task rosters) into the
-strings the cluster runs: node labels, service environment, hostfiles, launch
-lines and the launch script. No Pulumi, no I/O: tested directly and by golden files.
+"""Pure renderers of the training launch: the task roster's order, the hostfile, the
+rank map, launcher command lines and the launch and stop scripts. No Pulumi, no
+I/O: tested directly and by golden files.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any, TypedDict
 
-from infra.config import Host, StackConfig, Training, duration_seconds
-from infra.layout import (
-    DATA_MOUNT,
-    GPU_RESOURCE,
-    IMAGE_HOME,
-    LAUNCH_DIR,
-    MASTER_SERVICE,
-    SECRETS_DIR,
-    SSH_PRIVATE_KEY_FILE,
-    SSH_PUBLIC_KEY_FILE,
-    STANDBY_SERVICE,
-    TRAIN_UID,
-    WARMUP_SERVICE,
-    WORKER_SERVICE,
-)
-
-__all__ = [
-    "DATA_MOUNT",
-    "GPU_RESOURCE",
-    "IMAGE_HOME",
-    "LAUNCH_DIR",
-    "MASTER_SERVICE",
-    "SECRETS_DIR",
-    "SSH_PRIVATE_KEY_FILE",
-    "SSH_PUBLIC_KEY_FILE",
-    "STANDBY_SERVICE",
-    "TRAIN_UID",
-    "WARMUP_SERVICE",
-    "WORKER_SERVICE",
-]
+from infra.config import Training
+from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
+from infra.render.sections import HasTraining, LaunchSource
 
 
 class RosterEntry(TypedDict):
@@ -54,85 +25,6 @@ class RosterEntry(TypedDict):
     address: str
     container_id: str
     gpu_uuids: list[str]
-
-
-def content_hash(value: str | bytes, length: int = 12) -> str:
-    """Short sha256 of a value, for names and tags that must change with content."""
-    data = value.encode() if isinstance(value, str) else value
-    return hashlib.sha256(data).hexdigest()[:length]
-
-
-def tree_hash(root: Path, length: int = 12) -> str:
-    """Content hash of a directory (paths and bytes, sorted): the image tag.
-
-    A one-line change anywhere in the build context gives a new tag, and the same
-    tree always gives the same tag on every machine.
-    """
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        if "__pycache__" in rel:
-            continue
-        h.update(rel.encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
-    return h.hexdigest()[:length]
-
-
-def node_labels(cfg: StackConfig, host: Host) -> dict[str, str]:
-    """Swarm node labels for one host: placement keys first, then the user's extras."""
-    labels = {
-        "dss.role": "master" if host.name == cfg.master.name else "worker",
-        "dss.gpus": str(host.gpus.count),
-    }
-    if host.spare:
-        # Eligible for `ds-worker` like any worker; the standby task keeps it last
-        # in the scheduler's order (infra/services.py, `standby_spec`).
-        labels["dss.spare"] = "true"
-    if host.gpus.model:
-        labels["dss.gpu-model"] = host.gpus.model
-    if host.rdma_interface:
-        labels["dss.rdma"] = host.rdma_interface
-    return {**labels, **host.labels}
-
-
-def placement_constraints(role: str) -> list[str]:
-    """Constraints that pin a service to nodes of one dss.role."""
-    return [f"node.labels.dss.role=={role}"]
-
-
-SPARE_CONSTRAINT = "node.labels.dss.spare==true"
-"""Where `ds-standby` runs: the spare hosts (`hosts[].spare`)."""
-
-
-def training_env(cfg: StackConfig) -> dict[str, str]:
-    """Environment of every training task (the launcher inherits it via `docker exec`)."""
-    t = cfg.training
-    env = {
-        # Read by the image's entrypoint (images/entrypoint.sh) and train.py.
-        "DSS_RUN": t.run_name,
-        "DSS_SSH_PORT": str(t.sshd_port),
-        "DSS_SSH_PRIVATE_KEY_FILE": f"{SECRETS_DIR}/{SSH_PRIVATE_KEY_FILE}",
-        "DSS_SSH_PUBLIC_KEY_FILE": f"{SECRETS_DIR}/{SSH_PUBLIC_KEY_FILE}",
-        "DSS_REQUIRE_SSH_KEY": "1",
-        "DSS_DATA_DIR": DATA_MOUNT,
-        # Tasks talk over the overlay's interface; the underlay stays for Swarm.
-        "NCCL_SOCKET_IFNAME": "eth0",
-        "GLOO_SOCKET_IFNAME": "eth0",
-    }
-    if t.cpu_only:
-        env["DS_ACCELERATOR"] = "cpu"
-    if cfg.monitoring.enabled:
-        # Every rank serves metrics on this + its local rank (images/dss_train/metrics.py),
-        # labelled with the Swarm node it runs on (a template Swarm fills in per task).
-        env["DSS_METRICS_PORT"] = str(cfg.monitoring.rank_metrics_port)
-        env["DSS_NODE"] = "{{.Node.Hostname}}"
-    rdma = {h.rdma_interface for h in cfg.hosts if h.rdma_interface}
-    if rdma:
-        env["NCCL_IB_HCA"] = ",".join(sorted(rdma))
-    else:
-        # No RDMA devices configured: tell NCCL not to probe for them.
-        env["NCCL_IB_DISABLE"] = "1"
-    return {**env, **t.env}
 
 
 def hostfile_path(t: Training) -> str:
@@ -194,7 +86,7 @@ def rank_map(roster: Sequence[RosterEntry], slots: int) -> list[dict[str, Any]]:
 
 
 def launch_argv(
-    cfg: StackConfig, master_addr: str, nnodes: int, node_rank: int | None = None
+    cfg: HasTraining, master_addr: str, nnodes: int, node_rank: int | None = None
 ) -> list[str]:
     """The launcher command line run inside a task.
 
@@ -326,35 +218,14 @@ docker exec "$ctr" pkill -KILL -f {pat} || true
 """
 
 
-def docker_duration(value: str) -> str:
-    """A duration spelled as the docker provider reads it back from Swarm: Go's
-    `time.Duration` with trailing zero units dropped (`60s` -> `1m`, `90s` ->
-    `1m30s`, `3600s` -> `1h`). Spelled any other way, every refresh would see a
-    change (`stopGracePeriod: "1m" => "60s"`) and replace the service."""
-    hours, rest = divmod(duration_seconds(value), 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = f"{hours}h{minutes}m{seconds}s" if hours else f"{minutes}m{seconds}s"
-    text = text if hours or minutes else f"{seconds}s"
-    if text.endswith("m0s"):
-        text = text[:-2]
-    if text.endswith("h0m"):
-        text = text[:-2]
-    return text
-
-
-def metrics_path(cfg: StackConfig) -> str:
+def metrics_path(cfg: LaunchSource) -> str:
     """Rank 0's JSON-lines metrics on the shared file system, as seen from the hosts."""
     return f"{cfg.training.data_dir}/logs/{cfg.training.run_name}/metrics.jsonl"
 
 
-def logs_command(cfg: StackConfig) -> str:
+def logs_command(cfg: LaunchSource) -> str:
     """What a user runs to follow the training logs."""
     return (
         f"ssh -p {cfg.master.ssh_port} {cfg.master.ssh_user}@{cfg.master.address} "
         f"docker service logs -f {MASTER_SERVICE}  # or: tail -f {metrics_path(cfg)}"
     )
-
-
-def env_list(env: Mapping[str, str]) -> dict[str, str]:
-    """Environment as the docker provider wants it (a sorted map for stable diffs)."""
-    return dict(sorted(env.items()))

@@ -1,4 +1,5 @@
-"""SwarmCluster: init on the first manager, join the rest, label every node.
+"""The swarm's dynamic providers: init on the first manager, join the rest, label
+every node.
 
 The docker provider has no swarm or node resources, so two dynamic resources do
 it through the Docker API, each with a `read`, so `pulumi refresh` notices a node
@@ -13,8 +14,7 @@ that left, changed role, was drained or lost a label:
 Join tokens never enter the state: each join asks the leader's API for the token
 at that moment and hands it straight to the joining engine.
 
-Also owns one explicit `docker.Provider` per host and names the leader's as the
-provider for swarm-scoped objects: nothing relies on an ambient DOCKER_HOST.
+infra/components/swarm.py declares them, one per host.
 """
 
 from __future__ import annotations
@@ -24,25 +24,14 @@ import time
 from typing import Any
 
 import pulumi
-import pulumi_docker as docker
 from docker.errors import DockerException, NotFound
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 from requests.exceptions import ConnectionError as RequestsConnectionError
 
-from infra import render
-from infra.config import Host, StackConfig
-from infra.dynamic import BoundaryProvider, diff_keys
-from infra.hostops import HostError, docker_client, node_hostname
+from infra.providers.boundary import BoundaryProvider, diff_keys
+from infra.providers.hostops import HostError, docker_client, node_hostname
 
 SWARM_PORT = 2377
-
-
-def endpoint(host: Host) -> dict[str, Any]:
-    """A host's Docker endpoint as plain data (for dynamic-provider inputs)."""
-    ep: dict[str, Any] = {"url": host.docker_host}
-    if host.docker_tls:
-        ep["tls"] = host.docker_tls.model_dump()
-    return ep
 
 
 def _swarm_state(client: Any) -> dict[str, Any]:
@@ -277,73 +266,3 @@ class SwarmNode(Resource):
         self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(SwarmNodeProvider(), name, {**props, "node_id": None}, opts)
-
-
-class SwarmCluster(pulumi.ComponentResource):
-    """The Docker Swarm across all hosts, plus one docker provider per host."""
-
-    providers: dict[str, docker.Provider]
-    """Per host name, an explicit docker provider for that host's engine."""
-    manager_provider: docker.Provider
-    """Provider for swarm-scoped objects (networks, secrets, services): the leader's."""
-    swarm_id: pulumi.Output[str]
-    nodes: dict[str, SwarmNode]
-
-    def __init__(
-        self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        super().__init__("deepspeed-swarm:swarm:SwarmCluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        self.providers = {
-            h.name: docker.Provider(f"{name}-docker-{h.name}", **_provider_args(h), opts=child)
-            for h in cfg.hosts
-        }
-        leader = cfg.leader
-        self.manager_provider = self.providers[leader.name]
-        init = SwarmInit(
-            f"{name}-init",
-            {
-                "host": leader.name,
-                "endpoint": endpoint(leader),
-                "advertise_addr": leader.address,
-                "addr_pool": None,
-            },
-            pulumi.ResourceOptions(parent=self),
-        )
-        self.swarm_id = init.swarm_id
-        self.nodes = {}
-        # The leader first, then the other managers, then workers: Raft wants
-        # managers in before the workers lean on them.
-        ordered = [leader, *[h for h in cfg.hosts if h is not leader]]
-        ordered.sort(key=lambda h: (h is not leader, h.role != "manager"))
-        for h in ordered:
-            self.nodes[h.name] = SwarmNode(
-                f"{name}-node-{h.name}",
-                {
-                    "host": h.name,
-                    "is_leader": h is leader,
-                    "endpoint": endpoint(h),
-                    "leader_endpoint": endpoint(leader),
-                    "leader_addr": leader.address,
-                    "advertise_addr": h.address,
-                    "swarm_id": init.swarm_id,
-                    "role": h.role,
-                    "availability": h.availability,
-                    "labels": render.node_labels(cfg, h),
-                },
-                pulumi.ResourceOptions(parent=self, depends_on=[init]),
-            )
-        self.register_outputs({"swarm_id": self.swarm_id})
-
-
-def _provider_args(h: Host) -> dict[str, Any]:
-    args: dict[str, Any] = {"host": h.docker_host}
-    if h.docker_host.startswith("ssh://"):
-        args["ssh_opts"] = ["-o", "BatchMode=yes", "-p", str(h.ssh_port)]
-    if h.docker_tls:
-        # Read at program start (not in an apply); the key is a secret in state.
-        with open(h.docker_tls.ca) as ca, open(h.docker_tls.cert) as cert:
-            args["ca_material"], args["cert_material"] = ca.read(), cert.read()
-        with open(h.docker_tls.key) as key:
-            args["key_material"] = pulumi.Output.secret(key.read())
-    return args

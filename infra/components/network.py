@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_docker as docker
 
+from infra.components.swarm import SwarmCluster
 from infra.config import Network
 
 MTU_OPTION = "com.docker.network.driver.mtu"
@@ -18,6 +19,14 @@ VXLAN_OPTION = "com.docker.network.driver.overlay.vxlanid_list"
 # Docker's overlay driver takes VNIs up to 2^24 - 1 and hands them out itself from
 # 4097 upwards; one asked for explicitly is reserved by the same allocator.
 VNI_FLOOR, VNI_END = 1 << 20, (1 << 24) - 1
+
+
+@dataclass(frozen=True)
+class OverlayNetworkArgs:
+    """The network config and the swarm it is created on."""
+
+    network: Network
+    swarm: SwarmCluster
 
 
 def vxlan_id(net: Network, salt: str) -> int:
@@ -77,12 +86,11 @@ class OverlayNetwork(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        net: Network,
-        provider: docker.Provider,
-        depends_on: Sequence[pulumi.Resource],
+        args: OverlayNetworkArgs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("deepspeed-swarm:network:OverlayNetwork", name, None, opts)
+        net = args.network
         salt = f"{pulumi.get_project()}/{pulumi.get_stack()}"
         self.network = docker.Network(
             f"{name}-overlay",
@@ -94,8 +102,8 @@ class OverlayNetwork(pulumi.ComponentResource):
             labels=[docker.NetworkLabelArgs(label="dss.managed-by", value="pulumi")],
             opts=pulumi.ResourceOptions(
                 parent=self,
-                provider=provider,
-                depends_on=list(depends_on),
+                provider=args.swarm.manager_provider,
+                depends_on=args.swarm.members,
                 # Docker fills in IPAM (subnet, gateway) when none was asked for;
                 # the provider's Read writes it back, and every field forces
                 # replacement, so a refresh would otherwise propose replacing a

@@ -13,27 +13,68 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_docker as docker
 
-from infra import render
-from infra.config import StackConfig, size_bytes
-from infra.image import PLATFORM_ARCH, PLATFORM_OS
-from infra.layout import DATA_MOUNT, IMAGE_HOME, SHM_MOUNT
-from infra.secrets import secret_mount
+from infra.components.hostfacts import HostFacts
+from infra.components.image import TrainingImage
+from infra.components.network import OverlayNetwork
+from infra.components.secrets import ClusterSecrets
+from infra.components.swarm import SwarmCluster
+from infra.config import Host, Monitoring, Training, size_bytes
+from infra.layout import (
+    GPU_RESOURCE,
+    IMAGE_HOME,
+    MASTER_SERVICE,
+    SHM_MOUNT,
+    STANDBY_SERVICE,
+    TRAIN_UID,
+    WARMUP_SERVICE,
+    WORKER_SERVICE,
+)
+from infra.render import specs
+from infra.render.labels import (
+    SPARE_CONSTRAINT,
+    env_list,
+    placement_constraints,
+    training_env,
+)
+from infra.render.sections import TaskEnvSource, TaskSpecSource
+
+
+@dataclass(frozen=True)
+class TrainingServicesArgs:
+    """The training job, what its tasks' environment and placement come from, and the
+    image, overlay, secrets and swarm they run on, after every host's preflight."""
+
+    training: Training
+    monitoring: Monitoring
+    hosts: Sequence[Host]
+    """Every host (their RDMA devices reach the tasks' environment)."""
+    active_hosts: Sequence[Host]
+    """One warm-up task each."""
+    workers: Sequence[Host]
+    """One `ds-worker` task each."""
+    spares: Sequence[Host]
+    """One standby task each."""
+    secret_names: Sequence[str]
+    image: TrainingImage
+    network: OverlayNetwork
+    secrets: ClusterSecrets
+    swarm: SwarmCluster
+    facts: HostFacts
 
 
 def container_spec(
-    cfg: StackConfig, image_ref: pulumi.Input[str], secrets: dict[str, docker.Secret]
+    cfg: TaskEnvSource, image_ref: pulumi.Input[str], secrets: dict[str, docker.Secret]
 ) -> docker.ServiceTaskSpecContainerSpecArgs:
     """The container of every training task."""
     t = cfg.training
     mounts = [
-        docker.ServiceTaskSpecContainerSpecMountArgs(
-            type="bind", source=t.data_dir, target=DATA_MOUNT, read_only=False
-        ),
+        specs.data_mount(t.data_dir),
         # Swarm services have no --shm-size: a sized tmpfs at /dev/shm instead
         # (NCCL and the DataLoader's workers need more than Docker's 64 MiB).
         # Mode 0777, not 01777: Swarm keeps only the permission bits, and asked
@@ -45,40 +86,28 @@ def container_spec(
                 size_bytes=size_bytes(t.shm_size), mode=0o777
             ),
         ),
-        *[
-            docker.ServiceTaskSpecContainerSpecMountArgs(
-                type="bind", source=m.source, target=m.target, read_only=m.read_only
-            )
-            for m in t.datasets
-        ],
+        *[specs.bind_mount(m.source, m.target, m.read_only) for m in t.datasets],
     ]
     return docker.ServiceTaskSpecContainerSpecArgs(
         image=image_ref,
-        env=render.env_list(render.training_env(cfg)),
+        env=env_list(training_env(cfg)),
         mounts=mounts,
-        secrets=[secret_mount(file_name, s) for file_name, s in secrets.items()],
+        secrets=[specs.secret_mount(file_name, s) for file_name, s in secrets.items()],
         healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
             tests=["CMD", f"{IMAGE_HOME}/healthcheck.sh"],
-            interval=render.docker_duration("10s"),
-            timeout=render.docker_duration("5s"),
+            interval=specs.docker_duration("10s"),
+            timeout=specs.docker_duration("5s"),
             retries=3,
-            start_period=render.docker_duration("20s"),
+            start_period=specs.docker_duration("20s"),
         ),
         # SIGTERM reaches the launcher and ranks; they finish the step and
         # checkpoint within the grace period before Docker sends SIGKILL.
         stop_signal="SIGTERM",
-        stop_grace_period=render.docker_duration(t.stop_grace_period),
+        stop_grace_period=specs.docker_duration(t.stop_grace_period),
         hostname="{{.Service.Name}}-{{.Task.Slot}}",
         # The image's USER, stated so the policy pack (policy/) can check it.
-        user=render.TRAIN_UID,
+        user=TRAIN_UID,
     )
-
-
-# Swarm records the image's platform in the service's placement, so the program
-# states it too (otherwise every refresh reports `placement.platforms` as drift).
-PLATFORMS = [
-    docker.ServiceTaskSpecPlacementPlatformArgs(architecture=PLATFORM_ARCH, os=PLATFORM_OS)
-]
 
 
 def gpu_reservation(gpus: int) -> docker.ServiceTaskSpecResourcesArgs | None:
@@ -88,7 +117,7 @@ def gpu_reservation(gpus: int) -> docker.ServiceTaskSpecResourcesArgs | None:
     return docker.ServiceTaskSpecResourcesArgs(
         reservation=docker.ServiceTaskSpecResourcesReservationArgs(
             generic_resources=docker.ServiceTaskSpecResourcesReservationGenericResourcesArgs(
-                discrete_resources_specs=[f"{render.GPU_RESOURCE}={gpus}"]
+                discrete_resources_specs=[f"{GPU_RESOURCE}={gpus}"]
             )
         )
     )
@@ -105,16 +134,11 @@ def idle_spec(
         container_spec=docker.ServiceTaskSpecContainerSpecArgs(
             image=image_ref,
             commands=["sleep", "infinity"],
-            user=render.TRAIN_UID,
-            # The image's healthcheck probes sshd, which this task does not run.
-            healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(tests=["NONE"]),
+            user=TRAIN_UID,
+            healthcheck=specs.no_healthcheck(),
         ),
-        networks_advanceds=(
-            [docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)] if network_id else None
-        ),
-        placement=docker.ServiceTaskSpecPlacementArgs(
-            constraints=constraints, max_replicas=1, platforms=PLATFORMS
-        ),
+        networks_advanceds=specs.overlay(network_id) if network_id else None,
+        placement=specs.placement(constraints, max_replicas=1),
     )
 
 
@@ -142,10 +166,10 @@ def standby_spec(image_ref: pulumi.Input[str]) -> docker.ServiceTaskSpecArgs:
     every training host come before the spare. It also keeps the training image
     pulled on the spare, so a failover does not wait for the pull.
     """
-    return idle_spec(image_ref, constraints=[render.SPARE_CONSTRAINT])
+    return idle_spec(image_ref, constraints=[SPARE_CONSTRAINT])
 
 
-def spec_digest(cfg: StackConfig, *inputs: pulumi.Input[str]) -> pulumi.Output[str]:
+def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Output[str]:
     """A digest of what the training tasks' specs are made from: the training config,
     the tasks' environment, the secret names, and the image, network and secret ids.
 
@@ -164,7 +188,7 @@ def spec_digest(cfg: StackConfig, *inputs: pulumi.Input[str]) -> pulumi.Output[s
         "training": cfg.training.model_dump(mode="json"),
         # The environment carries what tasks see of hosts (RDMA devices) and of
         # monitoring (their metrics port).
-        "env": render.training_env(cfg),
+        "env": training_env(cfg),
         "secret_names": cfg.secret_names,
     }
     static = json.dumps(data, sort_keys=True)
@@ -190,19 +214,16 @@ class TrainingServices(pulumi.ComponentResource):
     """Changes whenever an update restarts the training tasks (see spec_digest)."""
 
     def __init__(
-        self,
-        name: str,
-        cfg: StackConfig,
-        image_ref: pulumi.Input[str],
-        network_id: pulumi.Input[str],
-        secrets: dict[str, docker.Secret],
-        provider: docker.Provider,
-        depends_on: Sequence[pulumi.Resource],
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: TrainingServicesArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("deepspeed-swarm:services:TrainingServices", name, None, opts)
-        t = cfg.training
-        spec = container_spec(cfg, image_ref, secrets)
+        t = args.training
+        image_ref = args.image.ref
+        network_id = args.network.network_id
+        secrets = args.secrets.secrets
+        provider = args.swarm.manager_provider
+        depends_on: list[pulumi.Resource] = [args.image, args.network, args.secrets, args.facts]
+        spec = container_spec(args, image_ref, secrets)
         rp = t.restart_policy
 
         # One task per node as a replicated service (one replica per host, at most
@@ -212,33 +233,22 @@ class TrainingServices(pulumi.ComponentResource):
         # before any warm-up task ran.
         self.warmup = docker.Service(
             f"{name}-net-warmup",
-            name=render.WARMUP_SERVICE,
-            mode=docker.ServiceModeArgs(
-                replicated=docker.ServiceModeReplicatedArgs(replicas=len(cfg.active_hosts))
-            ),
+            name=WARMUP_SERVICE,
+            mode=specs.replicated(len(args.active_hosts)),
             task_spec=warmup_spec(image_ref, network_id),
-            endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
-            converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="5m"),
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=provider, depends_on=list(depends_on)
-            ),
+            endpoint_spec=specs.dnsrr(),
+            converge_config=specs.converge("5m"),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
         )
 
         def task_spec(role: str) -> docker.ServiceTaskSpecArgs:
             return docker.ServiceTaskSpecArgs(
                 container_spec=spec,
-                networks_advanceds=[docker.ServiceTaskSpecNetworksAdvancedArgs(id=network_id)],
-                placement=docker.ServiceTaskSpecPlacementArgs(
-                    constraints=render.placement_constraints(role),
-                    max_replicas=1,
-                    platforms=PLATFORMS,
-                ),
+                networks_advanceds=specs.overlay(network_id),
+                placement=specs.placement(placement_constraints(role), max_replicas=1),
                 resources=gpu_reservation(t.gpus_per_node),
-                restart_policy=docker.ServiceTaskSpecRestartPolicyArgs(
-                    condition=rp.condition,
-                    delay=render.docker_duration(rp.delay),
-                    max_attempts=rp.max_attempts,
-                    window=render.docker_duration(rp.window),
+                restart_policy=specs.restart_policy(
+                    rp.condition, rp.delay, rp.max_attempts, rp.window
                 ),
             )
 
@@ -247,18 +257,14 @@ class TrainingServices(pulumi.ComponentResource):
         self.standby = (
             docker.Service(
                 f"{name}-standby",
-                name=render.STANDBY_SERVICE,
-                mode=docker.ServiceModeArgs(
-                    replicated=docker.ServiceModeReplicatedArgs(replicas=len(cfg.spares))
-                ),
+                name=STANDBY_SERVICE,
+                mode=specs.replicated(len(args.spares)),
                 task_spec=standby_spec(image_ref),
-                endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
-                converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="5m"),
-                opts=pulumi.ResourceOptions(
-                    parent=self, provider=provider, depends_on=list(depends_on)
-                ),
+                endpoint_spec=specs.dnsrr(),
+                converge_config=specs.converge("5m"),
+                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
             )
-            if cfg.spares
+            if args.spares
             else None
         )
         before_gpu_tasks = [self.warmup, *([self.standby] if self.standby else [])]
@@ -267,12 +273,10 @@ class TrainingServices(pulumi.ComponentResource):
             return docker.Service(
                 f"{name}-{role}",
                 name=svc_name,
-                mode=docker.ServiceModeArgs(
-                    replicated=docker.ServiceModeReplicatedArgs(replicas=replicas)
-                ),
+                mode=specs.replicated(replicas),
                 task_spec=task_spec(role),
-                endpoint_spec=docker.ServiceEndpointSpecArgs(mode="dnsrr"),
-                converge_config=docker.ServiceConvergeConfigArgs(delay="2s", timeout="10m"),
+                endpoint_spec=specs.dnsrr(),
+                converge_config=specs.converge("10m"),
                 labels=[docker.ServiceLabelArgs(label="dss.role", value=role)],
                 opts=pulumi.ResourceOptions(
                     parent=self,
@@ -281,15 +285,19 @@ class TrainingServices(pulumi.ComponentResource):
                 ),
             )
 
-        self.master = service(render.MASTER_SERVICE, "master", 1)
-        n_workers = len(cfg.workers)
-        self.workers = service(render.WORKER_SERVICE, "worker", n_workers) if n_workers else None
-        self.service_names = [render.MASTER_SERVICE] + (
-            [render.WORKER_SERVICE] if n_workers else []
-        )
+        self.master = service(MASTER_SERVICE, "master", 1)
+        n_workers = len(args.workers)
+        self.workers = service(WORKER_SERVICE, "worker", n_workers) if n_workers else None
+        self.service_names = [MASTER_SERVICE] + ([WORKER_SERVICE] if n_workers else [])
         self.task_spec_digest = spec_digest(
-            cfg, image_ref, network_id, *[s.id for s in secrets.values()]
+            args, image_ref, network_id, *[s.id for s in secrets.values()]
         )
         self.register_outputs(
             {"service_names": self.service_names, "task_spec_digest": self.task_spec_digest}
         )
+
+    @property
+    def gpu_services(self) -> list[docker.Service]:
+        """The services whose tasks train (`ds-master`, and `ds-worker` when there are
+        workers): what the launch waits for."""
+        return [s for s in (self.master, self.workers) if s is not None]

@@ -1,4 +1,5 @@
-"""HostFacts: what each host really has, read from the host, checked against config.
+"""HostFacts' dynamic provider: what each host really has, read from the host over
+SSH, checked against what the config expects (infra/components/hostfacts.py).
 
 A `command.remote.Command` has no Read, so `pulumi refresh` would never look at
 the host again. Instead each host gets a dynamic resource whose `read` re-reads
@@ -19,10 +20,9 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
-from infra.config import Host, StackConfig
-from infra.dynamic import BoundaryProvider, diff_keys
-from infra.hostops import HostError, ssh_run
 from infra.layout import SWARM_RESOURCE_ENV
+from infra.providers.boundary import BoundaryProvider, diff_keys
+from infra.providers.hostops import HostError, ssh_run
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
 FACTS_SCRIPT = r"""set -u
@@ -73,22 +73,6 @@ def parse_facts(text: str) -> dict[str, Any]:
 def version_tuple(v: str) -> tuple[int, ...]:
     """`550.54.15` -> (550, 54, 15); non-numeric parts count as 0."""
     return tuple(int(p) if p.isdigit() else 0 for p in v.split("."))
-
-
-def expected_facts(cfg: StackConfig, host: Host) -> dict[str, Any]:
-    """The facts the config promises for a host (the resource's `expected` input)."""
-    exp: dict[str, Any] = {
-        "hostname": host.name,
-        "gpu_count": host.gpus.count,
-        "nic_mtu": cfg.network.underlay_mtu,
-    }
-    if host.gpus.uuids is not None:
-        exp["gpu_uuids"] = sorted(host.gpus.uuids)
-    if host.gpus.count:
-        exp["driver_meets_minimum"] = True
-        if cfg.preflight.require_gpu_isolation:
-            exp["gpu_isolation"] = True
-    return exp
 
 
 def compare(expected: dict[str, Any], observed: dict[str, Any], min_driver: str) -> dict[str, Any]:
@@ -207,42 +191,3 @@ class HostFactsResource(Resource):
         self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(HostFactsProvider(), name, {**props, "observed": None}, opts)
-
-
-def ssh_target(cfg: StackConfig, host: Host) -> dict[str, Any]:
-    """How the operator's machine reaches a host over SSH (no secrets: agent or key file)."""
-    target: dict[str, Any] = {"user": host.ssh_user, "address": host.address, "port": host.ssh_port}
-    if cfg.preflight.ssh_private_key_file:
-        target["key_file"] = cfg.preflight.ssh_private_key_file
-    if cfg.preflight.ssh_known_hosts_file:
-        target["known_hosts"] = cfg.preflight.ssh_known_hosts_file
-    return target
-
-
-class HostFacts(pulumi.ComponentResource):
-    """Preflight and drift detection for every host of the stack."""
-
-    facts: dict[str, HostFactsResource]
-    """Per host name, its facts resource (services depend on all of them)."""
-
-    def __init__(
-        self, name: str, cfg: StackConfig, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
-        super().__init__("deepspeed-swarm:hostfacts:HostFacts", name, None, opts)
-        needed = cfg.network.mtu + cfg.network.overhead
-        self.facts = {
-            h.name: HostFactsResource(
-                f"{name}-{h.name}",
-                {
-                    "host": h.name,
-                    "ssh": ssh_target(cfg, h),
-                    "nic": h.nic,
-                    "min_driver": cfg.preflight.min_driver_version,
-                    "needed_mtu": needed,
-                    "expected": expected_facts(cfg, h),
-                },
-                pulumi.ResourceOptions(parent=self),
-            )
-            for h in cfg.hosts
-        }
-        self.register_outputs({h: f.observed for h, f in self.facts.items()})

@@ -1,0 +1,92 @@
+"""HostFacts: preflight and drift detection for every host of the stack.
+
+One `HostFactsResource` per host (infra/providers/hostfacts.py says how it reads
+and compares): its `expected` input is what the config promises for the host, so
+a refresh names each fact that drifted, and create refuses a host that lacks what
+the config promises before any service is placed on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pulumi
+
+from infra.config import Host, Network, Preflight
+from infra.providers.hostfacts import HostFactsResource
+
+
+class FactsSource(Protocol):
+    """The config sections a host's expected facts and SSH target come from."""
+
+    @property
+    def network(self) -> Network: ...
+
+    @property
+    def preflight(self) -> Preflight: ...
+
+
+@dataclass(frozen=True)
+class HostFactsArgs:
+    """What HostFacts reads: the hosts, the overlay's MTUs, the preflight settings."""
+
+    hosts: Sequence[Host]
+    network: Network
+    preflight: Preflight
+
+
+def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
+    """The facts the config promises for a host (the resource's `expected` input)."""
+    exp: dict[str, Any] = {
+        "hostname": host.name,
+        "gpu_count": host.gpus.count,
+        "nic_mtu": cfg.network.underlay_mtu,
+    }
+    if host.gpus.uuids is not None:
+        exp["gpu_uuids"] = sorted(host.gpus.uuids)
+    if host.gpus.count:
+        exp["driver_meets_minimum"] = True
+        if cfg.preflight.require_gpu_isolation:
+            exp["gpu_isolation"] = True
+    return exp
+
+
+def ssh_target(cfg: FactsSource, host: Host) -> dict[str, Any]:
+    """How the operator's machine reaches a host over SSH (no secrets: agent or key file)."""
+    target: dict[str, Any] = {"user": host.ssh_user, "address": host.address, "port": host.ssh_port}
+    if cfg.preflight.ssh_private_key_file:
+        target["key_file"] = cfg.preflight.ssh_private_key_file
+    if cfg.preflight.ssh_known_hosts_file:
+        target["known_hosts"] = cfg.preflight.ssh_known_hosts_file
+    return target
+
+
+class HostFacts(pulumi.ComponentResource):
+    """Preflight and drift detection for every host of the stack."""
+
+    facts: dict[str, HostFactsResource]
+    """Per host name, its facts resource (services depend on all of them)."""
+
+    def __init__(
+        self, name: str, args: HostFactsArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("deepspeed-swarm:hostfacts:HostFacts", name, None, opts)
+        needed = args.network.mtu + args.network.overhead
+        self.facts = {
+            h.name: HostFactsResource(
+                f"{name}-{h.name}",
+                {
+                    "host": h.name,
+                    "ssh": ssh_target(args, h),
+                    "nic": h.nic,
+                    "min_driver": args.preflight.min_driver_version,
+                    "needed_mtu": needed,
+                    "expected": expected_facts(args, h),
+                },
+                pulumi.ResourceOptions(parent=self),
+            )
+            for h in args.hosts
+        }
+        self.register_outputs({h: f.observed for h, f in self.facts.items()})

@@ -1,0 +1,169 @@
+"""TrainingLaunch: read the real tasks, render the hostfile, start the launcher.
+
+- `TaskRoster` (infra/providers/roster.py) waits until every task of the training
+  services runs and records task -> node -> overlay address -> GPU UUIDs.
+- The launch itself is a `command.remote.Command` on the master's host (one per
+  node for SSH-less launches): it hands the hostfile to the master task and
+  starts `deepspeed`/`torchrun` detached. Its triggers are the image, the
+  ds_config, the hostfile and the task ids, so any of them changing re-launches
+  (the run resumes from its last checkpoint). It is replaced delete-before-replace,
+  and its delete SIGTERMs the training script's processes only (never the task's
+  sshd), which checkpoint and exit, so two runs never overlap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pulumi
+import pulumi_command as command
+
+from infra.components.image import TrainingImage
+from infra.components.network import OverlayNetwork
+from infra.components.services import TrainingServices
+from infra.components.swarm import SwarmCluster
+from infra.config import Host, Preflight, Training, duration_seconds
+from infra.layout import MASTER_SERVICE, WORKER_SERVICE
+from infra.providers.roster import TaskRoster
+from infra.render.launch import (
+    RosterEntry,
+    ds_config_json,
+    launch_argv,
+    launch_script,
+    logs_command,
+    metrics_path,
+    rank_map,
+    render_hostfile,
+    stop_script,
+)
+
+
+@dataclass(frozen=True)
+class TrainingLaunchArgs:
+    """The training job, its master and training hosts, how to reach them over SSH,
+    and the services, swarm, overlay and image the tasks run on."""
+
+    training: Training
+    master: Host
+    training_hosts: Sequence[Host]
+    """The hosts with a training task when all are up: the roster expects one each."""
+    preflight: Preflight
+    """`ssh_private_key_file`: the key the launch connects with (else the agent)."""
+    services: TrainingServices
+    swarm: SwarmCluster
+    network: OverlayNetwork
+    image: TrainingImage
+
+
+def connection(preflight: Preflight, host: Host) -> command.remote.ConnectionArgs:
+    """SSH connection for remote commands: the configured key file (lab), else the agent."""
+    key_file = preflight.ssh_private_key_file
+    if key_file:
+        return command.remote.ConnectionArgs(
+            host=host.address,
+            port=host.ssh_port,
+            user=host.ssh_user,
+            private_key=pulumi.Output.secret(Path(key_file).read_text()),
+        )
+    return command.remote.ConnectionArgs(
+        host=host.address,
+        port=host.ssh_port,
+        user=host.ssh_user,
+        agent_socket_path=os.environ.get("SSH_AUTH_SOCK", ""),
+    )
+
+
+class TrainingLaunch(pulumi.ComponentResource):
+    """Starts (and on delete, gracefully stops) the training run."""
+
+    roster: TaskRoster
+    hostfile: pulumi.Output[str]
+    rank_map: pulumi.Output[list[dict[str, Any]]]
+    master_address: pulumi.Output[str]
+    logs_command: str
+    """What a user runs to follow the training logs."""
+    training_log: str
+    """Rank 0's metrics file on the shared file system."""
+
+    def __init__(
+        self, name: str, args: TrainingLaunchArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("deepspeed-swarm:launch:TrainingLaunch", name, None, opts)
+        t = args.training
+        slots = t.ranks_per_node
+        image_ref = args.image.ref
+        self.roster = TaskRoster(
+            f"{name}-roster",
+            {
+                "leader_endpoint": args.swarm.leader_endpoint,
+                "host_endpoints": args.swarm.endpoints,
+                "services": args.services.service_names,
+                "network_id": args.network.network_id,
+                "expected_tasks": len(args.training_hosts),
+                # A new image, or any task-spec update, restarts every task: wait
+                # for and re-read the new ones.
+                "image_ref": image_ref,
+                "task_spec_digest": args.services.task_spec_digest,
+                "timeout_s": 600,
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=args.services.gpu_services),
+        )
+        entries = self.roster.entries.apply(lambda es: cast(list[RosterEntry], es))
+        self.hostfile = entries.apply(lambda es: render_hostfile(es, slots))
+        self.rank_map = entries.apply(lambda es: rank_map(es, slots))
+        self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
+        self.logs_command = logs_command(args)
+        self.training_log = metrics_path(args)
+        # The tasks the run lives in: new tasks (an update, a task moved by Swarm)
+        # mean the old launch died with its containers, so launch again.
+        task_ids = entries.apply(lambda es: ",".join(e["task_id"] for e in es))
+        ds_json = ds_config_json(t)
+        grace = duration_seconds(t.stop_grace_period)
+        nnodes = len(args.training_hosts)
+        ssh_launch = t.launcher == "deepspeed" and t.launch_mode != "no_ssh"
+        # pdsh: one launcher on the master reaches every node over SSH.
+        # no_ssh/torchrun: one launcher per node, each told its node rank.
+        targets = (
+            [(args.master, MASTER_SERVICE, None)]
+            if ssh_launch
+            else [
+                (h, MASTER_SERVICE if i == 0 else WORKER_SERVICE, i)
+                for i, h in enumerate(args.training_hosts)
+            ]
+        )
+        self.commands: list[command.remote.Command] = []
+        for host, service, node_rank in targets:
+
+            def script_for(a: list[Any], svc: str = service, rank: int | None = node_rank) -> str:
+                return launch_script(
+                    service=svc,
+                    argv=launch_argv(args, a[1], nnodes, rank),
+                    run_name=t.run_name,
+                    hostfile=a[0],
+                    ds_config=ds_json,
+                )
+
+            script = pulumi.Output.all(self.hostfile, self.master_address).apply(script_for)
+            suffix = "" if node_rank is None else f"-{node_rank}"
+            self.commands.append(
+                command.remote.Command(
+                    f"{name}-run{suffix}",
+                    connection=connection(args.preflight, host),
+                    create=script,
+                    delete=stop_script(service=service, grace_seconds=grace, pattern=t.script),
+                    triggers=[image_ref, ds_json or t.ds_config, self.hostfile, task_ids],
+                    opts=pulumi.ResourceOptions(
+                        parent=self,
+                        depends_on=[self.roster],
+                        # Stop the old run (checkpoint) before starting the new one.
+                        delete_before_replace=True,
+                    ),
+                )
+            )
+        self.register_outputs(
+            {"hostfile": self.hostfile, "rank_map": self.rank_map, "master": self.master_address}
+        )

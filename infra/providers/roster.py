@@ -1,0 +1,166 @@
+"""TaskRoster: the running training tasks, read from the swarm (dynamic provider).
+
+It waits until every task of the training services runs, then records task ->
+node -> overlay address -> GPU UUIDs from the swarm API, and refuses when two
+tasks hold the same GPU. Its `read` re-reads the tasks, so a refresh after a task
+moved shows a new hostfile; it also re-reads them whenever the services'
+task-spec digest changes (an update restarts tasks), and its diff notices tasks
+that Swarm moved (see `tasks_moved`). infra/components/launch.py renders the
+hostfile from it and starts the launcher.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pulumi
+from docker.errors import NotFound
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
+
+from infra.layout import GPU_RESOURCE
+from infra.providers.boundary import BoundaryProvider, diff_keys
+from infra.providers.hostops import docker_client, node_hostname
+from infra.render.launch import RosterEntry, duplicate_gpus, order_roster
+
+
+def _assigned_gpus(
+    clients: dict[str, Any], props: dict[str, Any], node: str, container_id: str
+) -> list[str]:
+    """The GPUs Swarm assigned a task, from its container's environment.
+
+    Swarm hands generic resources to the container as `DOCKER_RESOURCE_<KIND>`
+    (the NVIDIA container runtime maps it to NVIDIA_VISIBLE_DEVICES); the task
+    API's `AssignedGenericResources` is empty on Docker 20.10, so read the env.
+    `clients` caches one Docker client per node for the whole roster read.
+    """
+    endpoint = props["host_endpoints"].get(node)
+    if not endpoint or not container_id:
+        return []
+    if node not in clients:
+        clients[node] = docker_client(endpoint)
+    env = clients[node].api.inspect_container(container_id)["Config"]["Env"] or []
+    key = f"DOCKER_RESOURCE_{GPU_RESOURCE}="
+    value = next((e[len(key) :] for e in env if e.startswith(key)), "")
+    return sorted(u for u in value.split(",") if u)
+
+
+def _running_tasks(api: Any, props: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(service, task) for every task of the training services that Swarm wants
+    running and that runs."""
+    out = []
+    for svc in props["services"]:
+        try:
+            tasks = api.tasks(filters={"service": svc, "desired-state": "running"})
+        except NotFound:
+            continue  # the service is gone (removed by hand): it has no tasks
+        out += [(svc, t) for t in tasks if t["Status"]["State"] == "running"]
+    return out
+
+
+def _roster(props: dict[str, Any]) -> list[RosterEntry]:
+    client = docker_client(props["leader_endpoint"])
+    api = client.api
+    nodes = {n["ID"]: node_hostname(n) for n in api.nodes()}
+    entries: list[RosterEntry] = []
+    clients: dict[str, Any] = {}
+    for svc, t in _running_tasks(api, props):
+        address = ""
+        for att in t.get("NetworksAttachments") or []:
+            if att["Network"]["ID"] == props["network_id"] and att.get("Addresses"):
+                address = att["Addresses"][0].split("/")[0]
+        node = nodes.get(t["NodeID"], t["NodeID"])
+        container = t["Status"].get("ContainerStatus", {}).get("ContainerID", "")
+        entries.append(
+            {
+                "service": svc,
+                "slot": int(t.get("Slot") or 0),
+                "task_id": t["ID"],
+                "node": node,
+                "address": address,
+                "container_id": container,
+                "gpu_uuids": _assigned_gpus(clients, props, node, container),
+            }
+        )
+    return order_roster(entries, master=props["services"][0])
+
+
+def tasks_moved(props: dict[str, Any]) -> bool:
+    """Whether the running training tasks are no longer the ones the state holds:
+    Swarm moved one (its host was lost, or drained) and the launched run died
+    with it. Asked at every diff, so a plain `pulumi preview`/`up` sees it without
+    a refresh (which would also read the lost host, and fail there). An
+    unreachable leader is not a change here; refresh reports it."""
+    try:
+        api = docker_client(props["leader_endpoint"]).api
+        live = {t["ID"] for _svc, t in _running_tasks(api, props)}
+    except Exception:
+        return False
+    return live != {e["task_id"] for e in props.get("entries") or []}
+
+
+def wait_for_roster(props: dict[str, Any]) -> list[RosterEntry]:
+    """Poll until the expected number of tasks run with an overlay address."""
+    deadline = time.monotonic() + int(props["timeout_s"])
+    roster: list[RosterEntry] = []
+    while time.monotonic() < deadline:
+        roster = _roster(props)
+        if len(roster) == props["expected_tasks"] and all(e["address"] for e in roster):
+            break
+        time.sleep(2)
+    else:
+        raise Exception(
+            f"roster: {len(roster)} of {props['expected_tasks']} training tasks running "
+            f"after {props['timeout_s']}s: {[(e['service'], e['node']) for e in roster]}; "
+            "see `docker service ps ds-master ds-worker --no-trunc`"
+        )
+    dupes = duplicate_gpus(roster)
+    if dupes:
+        raise Exception(f"roster: GPUs assigned to more than one task: {dupes}")
+    return roster
+
+
+class TaskRosterProvider(BoundaryProvider):
+    """Reads the running training tasks from the swarm."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        roster = wait_for_roster(props)
+        return CreateResult(
+            id_=f"roster-{props['network_id'][:12]}", outs={**props, "entries": roster}
+        )
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> Any:
+        from pulumi.dynamic import UpdateResult
+
+        return UpdateResult(outs={**news, "entries": wait_for_roster(news)})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs={**props, "entries": _roster(props)})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = (
+            "services",
+            "network_id",
+            "expected_tasks",
+            "image_ref",
+            "task_spec_digest",
+            "leader_endpoint",
+        )
+        # Fewer tasks running than expected, or other tasks than the state holds
+        # (one moved or was removed): re-read, which relaunches the training.
+        roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
+        if not roster_ok or tasks_moved(olds):
+            return DiffResult(changes=True)
+        return diff_keys(olds, news, keys)
+
+
+class TaskRoster(Resource):
+    """The running training tasks, in node-rank order (dynamic resource)."""
+
+    # Plain dicts: the SDK deserialises outputs by annotation and knows no TypedDict.
+    entries: pulumi.Output[list[dict[str, Any]]]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(TaskRosterProvider(), name, {**props, "entries": None}, opts)

@@ -1,0 +1,70 @@
+"""Node labels, placement constraints and the training tasks' environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from infra.config import Host
+from infra.layout import DATA_MOUNT, SECRETS_DIR, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
+from infra.render.sections import HasMaster, TaskEnvSource
+
+SPARE_CONSTRAINT = "node.labels.dss.spare==true"
+"""Where `ds-standby` runs: the spare hosts (`hosts[].spare`)."""
+
+
+def node_labels(cfg: HasMaster, host: Host) -> dict[str, str]:
+    """Swarm node labels for one host: placement keys first, then the user's extras."""
+    labels = {
+        "dss.role": "master" if host.name == cfg.master.name else "worker",
+        "dss.gpus": str(host.gpus.count),
+    }
+    if host.spare:
+        # Eligible for `ds-worker` like any worker; the standby task keeps it last
+        # in the scheduler's order (infra/components/services.py, `standby_spec`).
+        labels["dss.spare"] = "true"
+    if host.gpus.model:
+        labels["dss.gpu-model"] = host.gpus.model
+    if host.rdma_interface:
+        labels["dss.rdma"] = host.rdma_interface
+    return {**labels, **host.labels}
+
+
+def placement_constraints(role: str) -> list[str]:
+    """Constraints that pin a service to nodes of one dss.role."""
+    return [f"node.labels.dss.role=={role}"]
+
+
+def training_env(cfg: TaskEnvSource) -> dict[str, str]:
+    """Environment of every training task (the launcher inherits it via `docker exec`)."""
+    t = cfg.training
+    env = {
+        # Read by the image's entrypoint (images/entrypoint.sh) and train.py.
+        "DSS_RUN": t.run_name,
+        "DSS_SSH_PORT": str(t.sshd_port),
+        "DSS_SSH_PRIVATE_KEY_FILE": f"{SECRETS_DIR}/{SSH_PRIVATE_KEY_FILE}",
+        "DSS_SSH_PUBLIC_KEY_FILE": f"{SECRETS_DIR}/{SSH_PUBLIC_KEY_FILE}",
+        "DSS_REQUIRE_SSH_KEY": "1",
+        "DSS_DATA_DIR": DATA_MOUNT,
+        # Tasks talk over the overlay's interface; the underlay stays for Swarm.
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "GLOO_SOCKET_IFNAME": "eth0",
+    }
+    if t.cpu_only:
+        env["DS_ACCELERATOR"] = "cpu"
+    if cfg.monitoring.enabled:
+        # Every rank serves metrics on this + its local rank (images/dss_train/metrics.py),
+        # labelled with the Swarm node it runs on (a template Swarm fills in per task).
+        env["DSS_METRICS_PORT"] = str(cfg.monitoring.rank_metrics_port)
+        env["DSS_NODE"] = "{{.Node.Hostname}}"
+    rdma = {h.rdma_interface for h in cfg.hosts if h.rdma_interface}
+    if rdma:
+        env["NCCL_IB_HCA"] = ",".join(sorted(rdma))
+    else:
+        # No RDMA devices configured: tell NCCL not to probe for them.
+        env["NCCL_IB_DISABLE"] = "1"
+    return {**env, **t.env}
+
+
+def env_list(env: Mapping[str, str]) -> dict[str, str]:
+    """Environment as the docker provider wants it (a sorted map for stable diffs)."""
+    return dict(sorted(env.items()))

@@ -1,0 +1,237 @@
+"""Every resource the program registers, per committed stack, against golden files.
+
+The golden files record what reaches the engine and shapes the state: type token,
+name, parent, inputs, and the options the engine stores or acts on (dependencies,
+provider, delete-before-replace, replace-on-changes, ignore-changes, aliases,
+custom timeouts, secret outputs), then the outputs each component and the stack
+register (`register_outputs`), and the stack's exports. A refactor that leaves them byte-identical
+upgrades a live stack as a no-op. `DSS_UPDATE_GOLDEN=1` rewrites them.
+
+What varies between machines and runs is replaced by a placeholder: the temporary
+SSH key path, the content tags of images/ and monitoring/ (they change with every
+edit there, not with the program), the pickled dynamic provider (`__provider`,
+which names the code, not a value; tests/unit/infra/providers/test_legacy.py covers it).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.stack import wait_for_rpcs
+from pulumi.runtime.sync_await import _sync_await
+
+from infra.render.digest import tree_hash
+from tests.unit.infra.samples import ROOT, Mocks, set_stack_config, stack_config
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = Path(__file__).parent / "golden"
+# The request fields that end up in the state or steer the engine's steps. Left out:
+# what only says how the SDK talks (acceptSecrets, supportsPartialValues, ...) and
+# where in the source a resource was declared (sourcePosition, stackTrace).
+FIELDS = (
+    "custom",
+    "protect",
+    "dependencies",
+    "provider",
+    "providers",
+    "propertyDependencies",
+    "deleteBeforeReplace",
+    "deleteBeforeReplaceDefined",
+    "version",
+    "ignoreChanges",
+    "additionalSecretOutputs",
+    "aliasURNs",
+    "aliases",
+    "aliasSpecs",
+    "importId",
+    "customTimeouts",
+    "replaceOnChanges",
+    "retainOnDelete",
+    "deletedWith",
+    "pluginDownloadURL",
+    "hideDiffs",
+)
+SORTED_LISTS = ("dependencies",)
+# Plaintext stand-ins for the committed stacks' encrypted secrets.
+SECRET_VALUES = {"wandb_api_key": "golden-wandb", "hf_token": "golden-hf"}
+KEY_PLACEHOLDER = "<ssh-key-file>"
+STACK = "pulumi:pulumi:Stack"
+
+
+def _variant(stack: str, **sections: dict[str, Any]) -> dict[str, Any]:
+    raw = copy.deepcopy(stack_config(stack))
+    for key, value in sections.items():
+        raw[key] = {**raw.get(key, {}), **value}
+    return raw
+
+
+# Per golden file: the stack file it is made of, and the sections switched on.
+# No committed stack enables monitoring; dev also gets jupyter (only lab8 has it).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "dev": {"stack": "dev"},
+    "prod": {"stack": "prod"},
+    "lab8": {"stack": "lab8"},
+    "dev-monitoring": {
+        "stack": "dev",
+        "monitoring": {"enabled": True},
+        "jupyter": {"enabled": True},
+    },
+    "lab8-monitoring": {
+        "stack": "lab8",
+        "monitoring": {"enabled": True, "storage": "/var/lib/dss-lab/shared/prometheus"},
+    },
+    # The launch paths no committed stack takes: one launcher per node (torchrun, and
+    # deepspeed without SSH), and images built on every host (no registry).
+    "dev-torchrun": {
+        "stack": "dev",
+        "training": {"launcher": "torchrun"},
+        "image": {"registry": None},
+        "monitoring": {"enabled": True},
+    },
+    "dev-no-ssh": {"stack": "dev", "training": {"launch_mode": "no_ssh"}},
+    # Docker engines over tcp:// with client TLS (files written per test).
+    "prod-tls": {"stack": "prod", "tls": True},
+}
+TLS_PLACEHOLDER = "<tls-dir>"
+
+
+def _record(request: Any) -> dict[str, Any]:
+    """One registration as plain, deterministically ordered JSON data."""
+    full = json_format.MessageToDict(request, preserving_proto_field_name=True)
+    inputs = dict(full.get("object") or {})
+    provider_pickle = inputs.pop("__provider", None)
+    entry: dict[str, Any] = {
+        "type": request.type,
+        "name": request.name,
+        "parent": request.parent,
+        "inputs": inputs,
+    }
+    if provider_pickle is not None:
+        entry["__provider"] = "present" if provider_pickle else "empty"
+    for field in FIELDS:
+        if field in full:
+            value = full[field]
+            if field in SORTED_LISTS:
+                value = sorted(value)
+            if field == "propertyDependencies":
+                value = {k: sorted(v.get("urns", [])) for k, v in value.items()}
+            entry[field] = value
+    return entry
+
+
+def _registrations(
+    variant: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[dict[str, Any]]:
+    """Run __main__.py under mocks for one variant and return every registration."""
+    seen: list[dict[str, Any]] = []
+    # The SDK's mock monitor is untyped: its methods are wrapped as plain callables.
+    original: Any = pulumi_mocks.MockMonitor.RegisterResource
+    original_outputs: Any = pulumi_mocks.MockMonitor.RegisterResourceOutputs
+
+    # The root stack is the SDK's, registered once per process (by the first test
+    # that sets mocks): not part of what the program declares.
+    def register(self: Any, request: Any) -> Any:
+        if request.type != STACK:
+            seen.append(_record(request))
+        return original(self, request)
+
+    def register_outputs(self: Any, request: Any) -> Any:
+        outputs = json_format.MessageToDict(request.outputs, preserving_proto_field_name=True)
+        if f"::{STACK}::" not in request.urn:
+            entry = {"type": "<outputs>", "name": request.urn, "parent": "", "outputs": outputs}
+            seen.append(entry)
+        return original_outputs(self, request)
+
+    monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", register)
+    monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResourceOutputs", register_outputs)
+    exports: dict[str, Any] = {}
+    monkeypatch.setattr(pulumi, "export", lambda name, value: exports.__setitem__(name, value))
+    # Without a key file the launch connects through the operator's agent (prod).
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/ssh-agent.sock")
+    pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="unit", preview=False)
+    sections = {k: v for k, v in variant.items() if k not in ("stack", "tls")}
+    raw = _variant(variant["stack"], **sections)
+    if variant.get("tls"):
+        tls = tmp_path / "tls"
+        tls.mkdir()
+        for part in ("ca", "cert", "key"):
+            (tls / f"{part}.pem").write_text(f"golden-{part}")
+        raw["hosts"] = [
+            {
+                **h,
+                "docker_host": f"tcp://{h['address']}:2376",
+                "docker_tls": {p: str(tls / f"{p}.pem") for p in ("ca", "cert", "key")},
+            }
+            for h in raw["hosts"]
+        ]
+    names = sorted(raw.pop("secrets", {}))
+    raw["secrets"] = {n: SECRET_VALUES[n] for n in names}
+    key_file = tmp_path / "id_ed25519"
+    if raw.get("preflight", {}).get("ssh_private_key_file"):
+        key_file.write_text("golden-key")
+        raw["preflight"]["ssh_private_key_file"] = str(key_file)
+    set_stack_config(raw, ("secrets",))
+    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+    _sync_await(wait_for_rpcs())
+    for name, value in sorted(exports.items()):
+        output = pulumi.Output.from_input(value)
+        resolved = {
+            "value": _sync_await(output.future()),
+            "secret": _sync_await(output.is_secret()),
+        }
+        seen.append({"type": "<export>", "name": name, "parent": "", "export": resolved})
+    return seen
+
+
+def _render(seen: list[dict[str, Any]], tmp_path: Path) -> str:
+    text = json.dumps(
+        sorted(seen, key=lambda r: (r["parent"], r["type"], r["name"])),
+        indent=1,
+        sort_keys=True,
+    )
+    tags = {
+        tree_hash(ROOT / "images"): "<images-tag>",
+        tree_hash(ROOT / "monitoring"): "<monitoring-tag>",
+        str(tmp_path / "id_ed25519"): KEY_PLACEHOLDER,
+        str(tmp_path / "tls"): TLS_PLACEHOLDER,
+    }
+    for value, placeholder in tags.items():
+        text = text.replace(value, placeholder)
+    return text + "\n"
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_registrations_match_golden(
+    variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every resource, its inputs and its state-shaping options are as recorded."""
+    text = _render(_registrations(VARIANTS[variant], tmp_path, monkeypatch), tmp_path)
+    path = GOLDEN / f"resources-{variant}.json"
+    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text(), (
+        f"{path.name}: the program registers something else (DSS_UPDATE_GOLDEN=1 rewrites)"
+    )
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_dynamic_resources_carry_their_provider(
+    variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every dynamic resource sends its pickled provider, and nothing else does."""
+    seen = _registrations(VARIANTS[variant], tmp_path, monkeypatch)
+    for r in seen:
+        if r["type"] in ("<outputs>", "<export>"):
+            continue
+        dynamic = r["type"] == "pulumi-python:dynamic:Resource"
+        assert (r.get("__provider") == "present") == dynamic, f"{r['name']}: __provider"
