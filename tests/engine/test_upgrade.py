@@ -26,7 +26,7 @@ import pytest
 from harness import ROOT
 from harness.configs import dev_config
 from harness.lab import client, exec_text, ident, logged_steps
-from harness.stack import Stack
+from harness.stack import Stack, project_env
 from infra.layout import TRAINING_SERVICES
 from tests.engine.conftest import MakeStack
 
@@ -71,6 +71,9 @@ def extract(commit: str, dest: Path) -> Path:
         subprocess.run(
             ["uv", "sync", "--frozen", "--quiet", "--python", "3.11"], cwd=dest, check=True
         )
+    # Its image context as its own `scripts/dev` would stage it (the wheelhouse is
+    # git-ignored and part of the content tag; the bases are cached by content).
+    subprocess.run([str(dest / "images" / "prepare")], env=project_env(), check=True)
     return dest
 
 
