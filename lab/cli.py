@@ -27,9 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--timeout", type=float, default=90, help="seconds to wait for daemons")
     u.add_argument(
         "--engine",
-        default=en.DEFAULT_ENGINE,
+        default=en.default_engine(),
         choices=sorted(en.ENGINES),
-        help=f"docker engine of every host (default {en.DEFAULT_ENGINE}: the system's)",
+        help=f"docker engine of every host (default ${en.ENGINE_ENV}, else {en.DEFAULT_ENGINE})",
     )
     eng = sub.add_parser("engine", help="docker engines: list, install into DSS_CACHE")
     esub = eng.add_subparsers(dest="engine_cmd", required=True)

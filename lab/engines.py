@@ -19,11 +19,21 @@ from pathlib import Path
 from typing import Any
 
 SYSTEM = "20.10"
-DEFAULT_ENGINE = SYSTEM
+# What `lab up` runs when not told: a current engine, as GPU servers run (Docker 27-29).
+# 20.10 stays a tested legacy row (scripts/engine-matrix). DSS_LAB_ENGINE names another
+# engine for every `lab up` of a shell or a CI run without touching the commands.
+CURRENT = "28"
+DEFAULT_ENGINE = CURRENT
+ENGINE_ENV = "DSS_LAB_ENGINE"
 # Override for the archive the pinned packages come from (a local mirror, or a dated
 # snapshot once sid has moved past a pin): a URI like the machine's own sources carry.
 ARCHIVE_ENV = "DSS_ENGINE_ARCHIVE"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def default_engine(env: dict[str, str] | None = None) -> str:
+    """The engine `lab up` runs when not told: $DSS_LAB_ENGINE, else DEFAULT_ENGINE."""
+    return (os.environ if env is None else env).get(ENGINE_ENV) or DEFAULT_ENGINE
 
 
 @dataclass(frozen=True)

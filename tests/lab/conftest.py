@@ -27,7 +27,7 @@ from lab.up import up
 HOSTS = 3
 GPUS = 2
 # The engine every lab fixture runs (`python -m lab engine list`); CI can run the suite per engine.
-ENGINE = os.environ.get("DSS_LAB_ENGINE") or engines.DEFAULT_ENGINE
+ENGINE = engines.default_engine()
 
 
 @dataclass

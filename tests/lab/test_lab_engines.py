@@ -29,8 +29,8 @@ GPUS = 2
 def lab28() -> Iterator[Lab]:
     """A 2-host swarm on engine 28, 2 fake GPUs each; always torn down."""
     _require_root()
-    if not is_installed(ENGINE):
-        pytest.skip("engine 28 is not installed: run `python -m lab engine install 28`")
+    # scripts/bootstrap installs it (scripts/install-engines): missing is a failure.
+    assert is_installed(ENGINE), "engine 28 is not installed: run scripts/install-engines"
     root = c.lab_root()
     try:
         yield start_lab(HOSTS, GPUS, c.DEFAULT_MTU, engine=ENGINE.name)

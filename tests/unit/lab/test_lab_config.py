@@ -10,6 +10,7 @@ import pytest
 
 from lab import config as c
 from lab import hostfiles as hf
+from lab.engines import DEFAULT_ENGINE
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +65,7 @@ def test_daemon_json_has_own_roots_socket_gpus_and_registry() -> None:
     hp = c.LabPaths(ROOT).host(2)
     d = json.loads(hf.render_daemon_json(hp, 3))
     assert d["hosts"] == ["unix:///lab-root/h2/docker.sock"]
-    assert d["data-root"] == "/lab-root/h2/data-20.10", "one data-root per engine"
+    assert d["data-root"] == f"/lab-root/h2/data-{DEFAULT_ENGINE}", "one data-root per engine"
     assert d["exec-root"] == "/lab-root/h2/exec"
     assert d["pidfile"] == "/lab-root/h2/docker.pid"
     assert d["insecure-registries"] == ["10.213.0.1:5000"]

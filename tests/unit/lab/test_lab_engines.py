@@ -34,9 +34,22 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 """
 
 
-def test_default_engine_is_the_system_one() -> None:
-    """Without --engine the lab runs the machine's docker.io 20.10, nothing to install."""
-    eng = e.get(e.DEFAULT_ENGINE)
+def test_default_engine_is_a_current_one() -> None:
+    """Without --engine or DSS_LAB_ENGINE the lab runs engine 28, an installed pin."""
+    assert e.default_engine({}) == "28"
+    eng = e.get(e.default_engine({}))
+    assert eng.version == "28.5.2" and eng.installable and eng.debs
+
+
+def test_engine_env_names_another_engine() -> None:
+    """DSS_LAB_ENGINE picks the engine of every `lab up` that does not name one."""
+    assert e.default_engine({"DSS_LAB_ENGINE": "20.10"}) == "20.10"
+    assert e.default_engine({"DSS_LAB_ENGINE": ""}) == "28"
+
+
+def test_system_engine_needs_no_install() -> None:
+    """Engine 20.10 is the machine's docker.io: nothing to fetch, the system PATH."""
+    eng = e.get(e.SYSTEM)
     assert eng.name == "20.10" and not eng.installable and not eng.debs
     assert e.bin_dir(eng) is None
 
