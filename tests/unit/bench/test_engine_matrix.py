@@ -1,0 +1,55 @@
+"""bench.engine_matrix: the outcome of every test read from JUnit XML, one table row per engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import engine_matrix as m
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+<testcase classname="tests.engine.test_stack" name="test_up_forms_swarm_with_labels" time="81.5"/>
+<testcase classname="tests.engine.test_stack" name="test_second_preview_has_no_changes" time="9"/>
+<testcase classname="tests.engine.test_stack" name="test_refresh_finds_no_drift" time="12"/>
+<testcase classname="tests.engine.test_stack" name="test_drift_node_label" time="20"/>
+<testcase classname="tests.engine.test_stack" name="test_drift_nic_mtu" time="20">
+<failure message="drift not detected">...</failure></testcase>
+<testcase classname="tests.engine.test_upgrade" name="test_preview_after_upgrade_is_a_no_op"
+ time="1"><skipped message="no base"/></testcase>
+<testcase classname="tests.engine.test_faults" name="test_destroy" time="3">
+<error message="fixture">...</error></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_outcomes_read_each_case(tmp_path: Path) -> None:
+    """Passed, failed, skipped and errored cases are told apart, with their seconds."""
+    junit = tmp_path / "junit.xml"
+    junit.write_text(JUNIT)
+    out = m.outcomes(junit)
+    assert out["test_up_forms_swarm_with_labels"] == ("passed", 81.5)
+    assert out["test_drift_nic_mtu"][0] == "failed"
+    assert out["test_preview_after_upgrade_is_a_no_op"][0] == "skipped"
+    assert out["test_destroy"][0] == "error"
+
+
+def test_table_row_names_engine_counts_and_verdicts(tmp_path: Path) -> None:
+    """A row says the daemon version, the counts, the first up's time and each verdict."""
+    junit = tmp_path / "junit.xml"
+    junit.write_text(JUNIT)
+    row = m.Row("28", 600.0, m.outcomes(junit))
+    line = m.table([row]).splitlines()[2]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == [
+        "28",
+        "28.5.2",
+        "4",
+        "2",
+        "1",
+        "600",
+        "82",
+        "pass",
+        "1/2",
+        "skipped",
+        "not run",
+    ]
