@@ -23,7 +23,10 @@ export DSS_TOOLCHAIN_SRC="${DSS_TOOLCHAIN_SRC:-}"
 if [ "$DSS_TOOLCHAIN_ROUTE" = path ]; then
   export PATH="$DSS_ROOT/.venv/bin:$PATH"
 else
-  export PULUMI_HOME="$DSS_CACHE/pulumi-home"
+  # Per toolchain key, as the binaries: the plugins registered there keep their upstream
+  # version (docker 5.1.0) whatever the project's patch level, so a shared PULUMI_HOME
+  # would hand one key's provider to a checkout of another.
+  export PULUMI_HOME="$DSS_TOOLCHAIN/pulumi-home"
   export PATH="$DSS_TOOLCHAIN/bin:$DSS_ROOT/.venv/bin:$PATH"
 fi
 # The project's packages (infra, policy, ops, harness, bench) importable from any folder:

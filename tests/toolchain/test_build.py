@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import tomllib
@@ -91,3 +92,58 @@ def test_check_lists_every_missing_binary(tmp_path: Path) -> None:
     ):
         assert f"FAILED {name}:" in proc.stderr, f"--check does not name {name}"
     assert not (tmp_path / "cache" / "dss" / "go").exists(), "--check ran the go command"
+
+
+PATCHES = ROOT / "toolchain" / "patches" / "docker"
+
+
+def project_patches() -> list[Path]:
+    """The project's patches to the docker provider, in the order toolchain/build applies them."""
+    return sorted(PATCHES.glob("*.patch"))
+
+
+def test_docker_patches_match_their_pin() -> None:
+    """versions.env pins the checksum of toolchain/patches/docker (a changed patch needs a
+    new patch level, so it never lands under a key other checkouts already use)."""
+    pins = versions_env()
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in project_patches())).hexdigest()
+    assert project_patches(), f"no patches in {PATCHES}"
+    assert digest[:16] == pins["DSS_DOCKER_PATCHES_SHA256"], (
+        f"toolchain/patches/docker changed: bump DSS_DOCKER_PATCH_LEVEL and set "
+        f"DSS_DOCKER_PATCHES_SHA256={digest[:16]} in toolchain/versions.env"
+    )
+
+
+def test_toolchain_key_names_the_patch_level() -> None:
+    """The toolchain key (folder of the binaries and of PULUMI_HOME) names the docker
+    provider's patch level beside its upstream version."""
+    pins = versions_env()
+    level = pins["DSS_DOCKER_PATCH_LEVEL"]
+    assert re.fullmatch(r"dss\d+", level), f"DSS_DOCKER_PATCH_LEVEL={level!r}, want dss<N>"
+    assert f"_docker-{pins['PULUMI_DOCKER_VERSION']}-{level}_" in pins["DSS_TOOLCHAIN_KEY"]
+
+
+def test_docker_patches_apply_to_the_bundle(tmp_path: Path) -> None:
+    """The project's patches apply with `git apply` to the bundle's terraform provider after
+    pulumi-docker's own, as toolchain/build applies them, and sort a service's env."""
+    if not (src := ROOT.parent / "shared" / "toolchain-src").is_dir():
+        pytest.fail(f"the source bundle is not beside the checkout ({src})")
+    pins = versions_env()
+    root = tmp_path / "pulumi-docker"
+    upstream = root / "upstream"
+    upstream.mkdir(parents=True)
+    for archive, into, strip in (
+        (pins["DSS_SRC_DOCKER"], tmp_path, []),
+        (pins["DSS_SRC_DOCKER_UPSTREAM"], upstream, ["--strip-components=1"]),
+    ):
+        untar = ["tar", "-xzf", str(src / archive), "-C", str(into), "--no-same-owner", *strip]
+        subprocess.run(untar, check=True)
+    subprocess.run(["chmod", "-R", "u+w", str(root)], check=True)  # as toolchain/build's unpack
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_CEILING_DIRECTORIES": str(root)}
+    for patch in [*sorted((root / "patches").glob("*.patch")), *project_patches()]:
+        proc = subprocess.run(
+            ["git", "apply", str(patch)], cwd=upstream, capture_output=True, text=True, env=env
+        )
+        assert proc.returncode == 0, f"{patch.name} does not apply: {proc.stderr}"
+    structures = upstream / "internal" / "provider" / "resource_docker_service_structures.go"
+    assert "sort.Strings(containerSpec.Env)" in structures.read_text()

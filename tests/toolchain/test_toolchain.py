@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.toolchain.test_build import project_patches, versions_env
+
 pytestmark = pytest.mark.toolchain
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -126,3 +128,13 @@ def test_offline_preview_downloads_nothing(
     assert "from $PATH" not in out, out
     assert not re.search(r"[Dd]ownloading|plugin install", out), out
     assert sorted(p.name for p in plugins.iterdir() if p.is_dir()) == before, "a plugin was added"
+
+
+def test_docker_stamp_names_the_project_patches(tool: Callable[[str], Path]) -> None:
+    """The built docker provider's stamp names the patch level and every project patch
+    it was built with (toolchain/patches/docker)."""
+    binary = tool("pulumi-resource-docker")
+    stamp = (binary.parent / ".stamp-pulumi-resource-docker").read_text().split()
+    pins = versions_env()
+    assert stamp[:2] == [pins["PULUMI_DOCKER_VERSION"], pins["DSS_DOCKER_PATCH_LEVEL"]], stamp
+    assert stamp[3:] == ["patches:", *(p.name for p in project_patches())], stamp
