@@ -16,6 +16,9 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <failure message="drift not detected">...</failure></testcase>
 <testcase classname="tests.engine.test_upgrade" name="test_preview_after_upgrade_is_a_no_op"
  time="1"><skipped message="no base"/></testcase>
+<testcase classname="tests.engine.test_env" name="test_label_update_keeps_the_tasks[1]" time="2"/>
+<testcase classname="tests.engine.test_env" name="test_label_update_keeps_the_tasks[2]" time="3">
+<failure message="replaced">...</failure></testcase>
 <testcase classname="tests.engine.test_faults" name="test_destroy" time="3">
 <error message="fixture">...</error></testcase>
 </testsuite></testsuites>
@@ -33,6 +36,13 @@ def test_outcomes_read_each_case(tmp_path: Path) -> None:
     assert out["test_destroy"][0] == "error"
 
 
+def test_parametrised_cases_fold_into_the_worst(tmp_path: Path) -> None:
+    """The cases of one parametrised test are one outcome: the worst, their summed time."""
+    junit = tmp_path / "junit.xml"
+    junit.write_text(JUNIT)
+    assert m.outcomes(junit)["test_label_update_keeps_the_tasks"] == ("failed", 5.0)
+
+
 def test_table_row_names_engine_counts_and_verdicts(tmp_path: Path) -> None:
     """A row says the daemon version, the counts, the first up's time and each verdict."""
     junit = tmp_path / "junit.xml"
@@ -40,16 +50,4 @@ def test_table_row_names_engine_counts_and_verdicts(tmp_path: Path) -> None:
     row = m.Row("28", 600.0, m.outcomes(junit))
     line = m.table([row]).splitlines()[2]
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells == [
-        "28",
-        "28.5.2",
-        "4",
-        "2",
-        "1",
-        "600",
-        "82",
-        "pass",
-        "1/2",
-        "skipped",
-        "not run",
-    ]
+    assert cells == ["28", "28.5.2", "4", "3", "1", "600", "82", "pass", "1/2", "skipped", "FAIL"]
