@@ -11,7 +11,7 @@ daemon: `docker swarm init` / `join`, node labels, the image built and pushed,
 `docker stack deploy` of the compose file (the overlay with its MTU in `driver_opts`,
 GPU reservations as generic resources, the image's sshd health check), the hostfile
 from `tasks.<service>` DNS, then `deepspeed --hostfile` in the master task. The only
-piece reused from the program is the launch step (`infra.render.launch_script`, the
+piece reused from the program is the launch step (`infra.launch_script`, the
 same `docker exec` a person would type), so both paths start the same training.
 
 The compose file carries one thing no guide has: a global warm-up service on the
@@ -30,7 +30,6 @@ from typing import Any
 import yaml
 
 from harness import ROOT
-from infra import render
 from infra.config import StackConfig, parse_stack_config, size_bytes, stack_file_values
 from infra.layout import (
     DATA_MOUNT,
@@ -44,6 +43,8 @@ from infra.layout import (
     WARMUP_SERVICE,
     WORKER_SERVICE,
 )
+from infra.render.labels import node_labels, placement_constraints, training_env
+from infra.render.launch import ds_config_json, launch_argv, launch_script
 
 STACK = "dss"
 """`docker stack deploy` name: services become dss_ds-master, dss_ds-worker."""
@@ -76,7 +77,7 @@ def compose(cfg: StackConfig, image: str, secret_files: list[str]) -> dict[str, 
             "image": image,
             "hostname": "{{.Service.Name}}-{{.Task.Slot}}",
             "user": TRAIN_UID,
-            "environment": render.training_env(cfg),
+            "environment": training_env(cfg),
             "volumes": [
                 {"type": "bind", "source": t.data_dir, "target": DATA_MOUNT},
                 {"type": "tmpfs", "target": SHM_MOUNT, "tmpfs": {"size": size_bytes(t.shm_size)}},
@@ -97,7 +98,7 @@ def compose(cfg: StackConfig, image: str, secret_files: list[str]) -> dict[str, 
                 "replicas": replicas,
                 "endpoint_mode": "dnsrr",
                 "placement": {
-                    "constraints": render.placement_constraints(role),
+                    "constraints": placement_constraints(role),
                     "max_replicas_per_node": 1,
                 },
                 "resources": {"reservations": reservations} if reservations else {},
@@ -164,7 +165,7 @@ def deploy_script(cfg: StackConfig, image: str) -> str:
         lines.append(f"{dk[h.name]} {join}")
     lines += ["", "# 2. node labels (placement and GPU facts)"]
     for h in hosts:
-        labels = render.node_labels(cfg, h).items()
+        labels = node_labels(cfg, h).items()
         adds = " ".join(f"--label-add {shlex.quote(f'{k}={v}')}" for k, v in labels)
         lines.append(f"{dk[leader.name]} node update {adds} {h.name}")
     lines += [
@@ -228,12 +229,12 @@ def deploy_script(cfg: StackConfig, image: str) -> str:
 def launch(cfg: StackConfig, master_addr: str, nnodes: int, hostfile: str) -> str:
     """Step 8's script: the same `docker exec` launch the program runs over SSH."""
     t = cfg.training
-    return render.launch_script(
+    return launch_script(
         service=f"{STACK}_{MASTER_SERVICE}",
-        argv=render.launch_argv(cfg, master_addr, nnodes),
+        argv=launch_argv(cfg, master_addr, nnodes),
         run_name=t.run_name,
         hostfile=hostfile + "\n",
-        ds_config=render.ds_config_json(t),
+        ds_config=ds_config_json(t),
     )
 
 

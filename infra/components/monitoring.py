@@ -18,7 +18,7 @@ Swarm services on the training overlay (only when `monitoring.enabled`).
 
 None of these resources is part of a training task: a change to them never restarts
 training (delivery/preview.py reports it so). Turning monitoring on or off does, once:
-the training tasks get or lose the ranks' metrics port (render.labels.training_env).
+the training tasks get or lose the ranks' metrics port (infra/render/labels.py training_env).
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 
 from harness.configs import dev_stack_config
 from harness.lab import docker_run
-from infra import render
 from infra.components.swarm import endpoint as swarm_endpoint
 from infra.config import StackConfig
+from infra.render.labels import node_labels
 from lab import config as c
 from lab import engines
 from lab.down import down
@@ -156,6 +156,6 @@ def node_props(cfg: StackConfig, name: str, swarm_id: str) -> dict[str, Any]:
         "swarm_id": swarm_id,
         "role": h.role,
         "availability": "active",
-        "labels": render.node_labels(cfg, h),
+        "labels": node_labels(cfg, h),
         "node_id": None,
     }

@@ -15,9 +15,16 @@ from docker.types import EndpointSpec, Mount, Resources, ServiceMode
 
 from harness.lab import client as lab_client
 from harness.lab import exec_text, ident
-from infra import render
+from infra.layout import GPU_RESOURCE
 from infra.providers.hostops import ssh_run
 from infra.providers.roster import TaskRosterProvider
+from infra.render.launch import (
+    RosterEntry,
+    duplicate_gpus,
+    launch_script,
+    render_hostfile,
+    stop_script,
+)
 from lab import config as c
 from tests.lab.conftest import Lab, outs
 
@@ -62,7 +69,7 @@ def services(lab: Lab) -> Iterator[dict[str, Any]]:
                     mode=ServiceMode("replicated", replicas=replicas),
                     networks=[net.id],
                     endpoint_spec=EndpointSpec(mode="dnsrr"),
-                    resources=Resources(generic_resources={render.GPU_RESOURCE: 1}),
+                    resources=Resources(generic_resources={GPU_RESOURCE: 1}),
                     maxreplicas=1,
                     mounts=[Mount("/data", str(lab.root / "shared"), type="bind")],
                 )
@@ -113,31 +120,31 @@ def roster_props(lab: Lab, network_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def roster(lab: Lab, services: dict[str, Any]) -> list[render.RosterEntry]:
-    entries: list[render.RosterEntry] = outs(
+def roster(lab: Lab, services: dict[str, Any]) -> list[RosterEntry]:
+    entries: list[RosterEntry] = outs(
         TaskRosterProvider().create(roster_props(lab, services["network_id"]))
     )["entries"]
     return entries
 
 
-def test_roster_lists_every_task_master_first(roster: list[render.RosterEntry]) -> None:
+def test_roster_lists_every_task_master_first(roster: list[RosterEntry]) -> None:
     """The roster has the 3 running tasks, master first, one per node, with overlay IPs."""
     assert [e["service"] for e in roster] == ["t-master", "t-worker", "t-worker"]
     assert len({e["node"] for e in roster}) == 3, roster
     assert all(e["address"] and e["container_id"] for e in roster), roster
 
 
-def test_roster_reads_assigned_gpus(lab: Lab, roster: list[render.RosterEntry]) -> None:
+def test_roster_reads_assigned_gpus(lab: Lab, roster: list[RosterEntry]) -> None:
     """Each task's GPU is one of its own node's fake GPUs, and no GPU is shared."""
     for e in roster:
         index = int(e["node"].removeprefix("lab-h"))
         assert len(e["gpu_uuids"]) == 1, e
         assert e["gpu_uuids"][0] in c.gpu_uuids(index, lab.gpus), e
-    assert render.duplicate_gpus(roster) == {}
+    assert duplicate_gpus(roster) == {}
 
 
 def test_roster_refresh_sees_the_same_tasks(
-    lab: Lab, services: dict[str, Any], roster: list[render.RosterEntry]
+    lab: Lab, services: dict[str, Any], roster: list[RosterEntry]
 ) -> None:
     """Reading again (refresh) gives the same roster and no diff."""
     p = TaskRosterProvider()
@@ -147,7 +154,7 @@ def test_roster_refresh_sees_the_same_tasks(
     assert p.diff("roster", outs(read), props).changes is False
 
 
-def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> None:
+def test_launch_and_stop_scripts(lab: Lab, roster: list[RosterEntry]) -> None:
     """The launch script hands the hostfile to the master task and starts the
     launcher as uid 1000, once; the stop script SIGTERMs it and waits for it."""
     master = roster[0]
@@ -159,8 +166,8 @@ def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> 
         "key_file": str(lab.paths.ssh_key),
         "known_hosts": str(lab.paths.known_hosts),
     }
-    hostfile = render.render_hostfile(roster, 1)
-    script = render.launch_script(
+    hostfile = render_hostfile(roster, 1)
+    script = launch_script(
         service="t-master",
         argv=["sleep", "600"],
         run_name="lt",
@@ -175,8 +182,6 @@ def test_launch_and_stop_scripts(lab: Lab, roster: list[render.RosterEntry]) -> 
     assert exec_text(ctr, ["cat", "/data/.dss/lt/hostfile"]) == hostfile
     ps = exec_text(ctr, ["ps", "-o", "user,args"])
     assert any(line.split()[:2] == ["1000", "sleep"] for line in ps.splitlines()), ps
-    out = ssh_run(
-        ssh, render.stop_script(service="t-master", grace_seconds=30, pattern="sleep 600")
-    )
+    out = ssh_run(ssh, stop_script(service="t-master", grace_seconds=30, pattern="sleep 600"))
     assert "stop: training exited" in out, out
     assert ctr.exec_run(["pgrep", "-f", "sleep 600"]).exit_code != 0

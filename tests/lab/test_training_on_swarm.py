@@ -34,13 +34,29 @@ from docker.types import (
 
 from harness.configs import dev_stack_config
 from harness.lab import ident
-from infra import render
 from infra.components.swarm import endpoint
 from infra.config import StackConfig
+from infra.layout import (
+    GPU_RESOURCE,
+    MASTER_SERVICE,
+    SSH_PRIVATE_KEY_FILE,
+    SSH_PUBLIC_KEY_FILE,
+    TRAIN_UID,
+    WARMUP_SERVICE,
+    WORKER_SERVICE,
+)
 from infra.providers.hostops import ssh_run
 from infra.providers.roster import TaskRosterProvider
 from infra.providers.secrets import SshKeyPairProvider
 from infra.providers.swarm import SwarmInitProvider, SwarmNodeProvider
+from infra.render.labels import node_labels, placement_constraints, training_env
+from infra.render.launch import (
+    RosterEntry,
+    launch_argv,
+    launch_script,
+    render_hostfile,
+    stop_script,
+)
 from lab import config as c
 from tests.lab.conftest import Lab, outs
 
@@ -94,7 +110,7 @@ def cluster(bare_lab: Lab, image: str) -> Iterator[dict[str, Any]]:
                 "swarm_id": init.id,
                 "role": h.role,
                 "availability": "active",
-                "labels": render.node_labels(cfg, h),
+                "labels": node_labels(cfg, h),
                 "node_id": None,
             }
         )
@@ -103,8 +119,8 @@ def cluster(bare_lab: Lab, image: str) -> Iterator[dict[str, Any]]:
     secrets = [
         client.secrets.create(name=f"e2e-{f.replace('_', '-')}", data=keys[k].encode())
         for f, k in (
-            (render.SSH_PRIVATE_KEY_FILE, "private_key"),
-            (render.SSH_PUBLIC_KEY_FILE, "public_key"),
+            (SSH_PRIVATE_KEY_FILE, "private_key"),
+            (SSH_PUBLIC_KEY_FILE, "public_key"),
         )
     ]
     net = client.networks.create(
@@ -119,7 +135,7 @@ def cluster(bare_lab: Lab, image: str) -> Iterator[dict[str, Any]]:
         client.services.create(  # type: ignore[no-untyped-call]  # unannotated in types-docker
             image,
             ["sleep", "infinity"],
-            name=render.WARMUP_SERVICE,
+            name=WARMUP_SERVICE,
             mode=ServiceMode("global"),
             networks=[net_id],
             endpoint_spec=EndpointSpec(mode="dnsrr"),
@@ -127,21 +143,21 @@ def cluster(bare_lab: Lab, image: str) -> Iterator[dict[str, Any]]:
         )
     ]
     try:
-        _wait_tasks(client, render.WARMUP_SERVICE, len(cfg.hosts))
+        _wait_tasks(client, WARMUP_SERVICE, len(cfg.hosts))
         for name, role, replicas in (
-            (render.MASTER_SERVICE, "master", 1),
-            (render.WORKER_SERVICE, "worker", 1),
+            (MASTER_SERVICE, "master", 1),
+            (WORKER_SERVICE, "worker", 1),
         ):
             made.append(
                 client.services.create(  # type: ignore[no-untyped-call]  # unannotated in types-docker
                     image,
                     name=name,
                     mode=ServiceMode("replicated", replicas=replicas),
-                    env=[f"{k}={v}" for k, v in render.training_env(cfg).items()],
+                    env=[f"{k}={v}" for k, v in training_env(cfg).items()],
                     networks=[net_id],
                     endpoint_spec=EndpointSpec(mode="dnsrr"),
-                    resources=Resources(generic_resources={render.GPU_RESOURCE: t.gpus_per_node}),
-                    constraints=render.placement_constraints(role),
+                    resources=Resources(generic_resources={GPU_RESOURCE: t.gpus_per_node}),
+                    constraints=placement_constraints(role),
                     maxreplicas=1,
                     mounts=[
                         Mount("/data", t.data_dir, type="bind"),
@@ -152,13 +168,13 @@ def cluster(bare_lab: Lab, image: str) -> Iterator[dict[str, Any]]:
                             ident(s),
                             s.name,
                             filename=f,
-                            uid=render.TRAIN_UID,
-                            gid=render.TRAIN_UID,
+                            uid=TRAIN_UID,
+                            gid=TRAIN_UID,
                             mode=0o400,
                         )
                         for s, f in zip(
                             secrets,
-                            (render.SSH_PRIVATE_KEY_FILE, render.SSH_PUBLIC_KEY_FILE),
+                            (SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE),
                             strict=True,
                         )
                     ],
@@ -200,13 +216,13 @@ def _wait_tasks(client: Any, service: str, count: int, timeout: float = 300) -> 
 
 
 @pytest.fixture(scope="module")
-def roster(bare_lab: Lab, cluster: dict[str, Any]) -> list[render.RosterEntry]:
+def roster(bare_lab: Lab, cluster: dict[str, Any]) -> list[RosterEntry]:
     cfg = cluster["cfg"]
     roster = TaskRosterProvider().create(
         {
             "leader_endpoint": endpoint(cfg.leader),
             "host_endpoints": {h.name: endpoint(h) for h in cfg.hosts},
-            "services": [render.MASTER_SERVICE, render.WORKER_SERVICE],
+            "services": [MASTER_SERVICE, WORKER_SERVICE],
             "network_id": cluster["network_id"],
             "expected_tasks": len(cfg.hosts),
             "image_ref": IMAGE,
@@ -214,7 +230,7 @@ def roster(bare_lab: Lab, cluster: dict[str, Any]) -> list[render.RosterEntry]:
             "entries": None,
         }
     )
-    entries: list[render.RosterEntry] = outs(roster)["entries"]
+    entries: list[RosterEntry] = outs(roster)["entries"]
     return entries
 
 
@@ -228,7 +244,7 @@ def master_ssh(lab: Lab, cfg: StackConfig) -> dict[str, Any]:
     }
 
 
-def test_each_task_holds_its_nodes_gpus(roster: list[render.RosterEntry]) -> None:
+def test_each_task_holds_its_nodes_gpus(roster: list[RosterEntry]) -> None:
     """ds-master on lab-h1 and ds-worker on lab-h2, each with both of its node's GPUs."""
     assert [(e["service"], e["node"]) for e in roster] == [
         ("ds-master", "lab-h1"),
@@ -239,18 +255,18 @@ def test_each_task_holds_its_nodes_gpus(roster: list[render.RosterEntry]) -> Non
 
 
 def test_pdsh_launch_trains_and_sigterm_checkpoints(
-    bare_lab: Lab, cluster: dict[str, Any], roster: list[render.RosterEntry]
+    bare_lab: Lab, cluster: dict[str, Any], roster: list[RosterEntry]
 ) -> None:
     """The launch script starts deepspeed (pdsh over the tasks' sshd) across both
     hosts; rank 0 logs falling loss; the stop script's SIGTERM leaves a checkpoint."""
     cfg = cluster["cfg"]
     slots = cfg.training.ranks_per_node
-    argv = render.launch_argv(cfg, roster[0]["address"], len(roster))
-    script = render.launch_script(
-        service=render.MASTER_SERVICE,
+    argv = launch_argv(cfg, roster[0]["address"], len(roster))
+    script = launch_script(
+        service=MASTER_SERVICE,
         argv=argv,
         run_name=RUN,
-        hostfile=render.render_hostfile(roster, slots),
+        hostfile=render_hostfile(roster, slots),
         ds_config=None,
     )
     shared = bare_lab.root / "shared"
@@ -273,10 +289,8 @@ def test_pdsh_launch_trains_and_sigterm_checkpoints(
     assert len(steps) >= 12, f"{len(steps)} steps logged in 900 s; launcher log:\n{tail}"
     first, last = steps[0]["loss"], steps[-1]["loss"]
     assert last < first, f"loss did not fall: {first} -> {last}"
-    stop = render.stop_script(
-        service=render.MASTER_SERVICE, grace_seconds=120, pattern=cfg.training.script
-    )
-    running = f"docker ps -q --filter label=com.docker.swarm.service.name={render.MASTER_SERVICE}"
+    stop = stop_script(service=MASTER_SERVICE, grace_seconds=120, pattern=cfg.training.script)
+    running = f"docker ps -q --filter label=com.docker.swarm.service.name={MASTER_SERVICE}"
     before = ssh_run(ssh, running).split()
     out = ssh_run(ssh, stop)
     assert "stop: training exited" in out, out

@@ -31,7 +31,7 @@ LAUNCHER_ENV = (
     "TORCHELASTIC_MAX_RESTARTS",
     "TORCHELASTIC_USE_AGENT_STORE",
 )
-# What render.training_env derives from other keys: the key to set instead.
+# What infra/render/labels.py training_env derives from other keys: the key to set instead.
 STACK_ENV = {
     "DSS_RUN": "training.run_name",
     "DSS_SSH_PORT": "training.sshd_port",
@@ -51,7 +51,7 @@ STACK_ENV = {
 # derives anyway (Pulumi.prod.yaml sets NCCL_SOCKET_IFNAME: eth0): only another
 # value is refused.
 NETWORK_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE")
-# The task's interface on the overlay, its only network (render.training_env).
+# The task's interface on the overlay, its only network (infra/render/labels.py training_env).
 OVERLAY_IFNAME = "eth0"
 # Below this a final checkpoint of a real model rarely finishes before SIGKILL.
 MIN_CHECKPOINT_GRACE_S = 30
@@ -106,7 +106,7 @@ def env_owned(cfg: StackConfig) -> list[str]:
 
 
 def network_env(cfg: StackConfig) -> dict[str, str]:
-    """The NCCL and gloo variables render.training_env derives (NETWORK_ENV)."""
+    """The NCCL and gloo variables infra/render/labels.py training_env derives (NETWORK_ENV)."""
     env = {"NCCL_SOCKET_IFNAME": OVERLAY_IFNAME, "GLOO_SOCKET_IFNAME": OVERLAY_IFNAME}
     rdma = sorted({h.rdma_interface for h in cfg.hosts if h.rdma_interface})
     if rdma:

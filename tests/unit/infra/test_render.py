@@ -8,8 +8,20 @@ from typing import Any
 
 import pytest
 
-from infra import render
 from infra.config import STACK_ENV, parse_stack_config
+from infra.render.digest import tree_hash
+from infra.render.labels import training_env
+from infra.render.launch import (
+    RosterEntry,
+    duplicate_gpus,
+    launch_argv,
+    launch_script,
+    order_roster,
+    rank_map,
+    render_hostfile,
+    stop_script,
+)
+from infra.render.specs import docker_duration
 
 pytestmark = pytest.mark.unit
 
@@ -24,7 +36,7 @@ def golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
 
 
-def entry(service: str, slot: int, node: str, address: str, gpus: list[str]) -> render.RosterEntry:
+def entry(service: str, slot: int, node: str, address: str, gpus: list[str]) -> RosterEntry:
     return {
         "service": service,
         "slot": slot,
@@ -43,7 +55,7 @@ UNORDERED = [
 ]
 
 
-ROSTER = render.order_roster(UNORDERED)
+ROSTER = order_roster(UNORDERED)
 
 
 def test_order_master_first_then_workers_by_node() -> None:
@@ -53,14 +65,12 @@ def test_order_master_first_then_workers_by_node() -> None:
 
 def test_hostfile_master_first_then_workers_by_node() -> None:
     """The hostfile lists the master first, workers by node name, with slots."""
-    assert render.render_hostfile(ROSTER, 8) == (
-        "10.0.1.3 slots=8\n10.0.1.4 slots=8\n10.0.1.5 slots=8\n"
-    )
+    assert render_hostfile(ROSTER, 8) == ("10.0.1.3 slots=8\n10.0.1.4 slots=8\n10.0.1.5 slots=8\n")
 
 
 def test_rank_map_assigns_contiguous_ranks() -> None:
     """Node rank k holds global ranks k*slots .. k*slots+slots-1."""
-    m = render.rank_map(ROSTER, 2)
+    m = rank_map(ROSTER, 2)
     assert [(r["node"], r["ranks"]) for r in m] == [
         ("gpu-01", [0, 1]),
         ("gpu-02", [2, 3]),
@@ -71,18 +81,18 @@ def test_rank_map_assigns_contiguous_ranks() -> None:
 def test_duplicate_gpus_found() -> None:
     """A GPU UUID held by two tasks is reported with both holders."""
     roster = [*ROSTER, entry("ds-worker", 3, "gpu-04", "10.0.1.6", ["GPU-a"])]
-    assert render.duplicate_gpus(roster) == {"GPU-a": ["ds-master.1@gpu-01", "ds-worker.3@gpu-04"]}
+    assert duplicate_gpus(roster) == {"GPU-a": ["ds-master.1@gpu-01", "ds-worker.3@gpu-04"]}
 
 
 def test_no_duplicate_gpus() -> None:
     """Distinct GPUs per task report nothing."""
-    assert render.duplicate_gpus(ROSTER) == {}
+    assert duplicate_gpus(ROSTER) == {}
 
 
 def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
     """pdsh: one deepspeed launch with the hostfile, master address and node count."""
     cfg = parse_stack_config(raw)
-    assert render.launch_argv(cfg, "10.0.1.3", 3) == [
+    assert launch_argv(cfg, "10.0.1.3", 3) == [
         "deepspeed",
         "--hostfile=/data/.dss/run/hostfile",
         "--master_addr=10.0.1.3",
@@ -107,14 +117,14 @@ def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
 def test_launch_argv_no_ssh_has_node_rank(raw: dict[str, Any]) -> None:
     """SSH-less deepspeed gets --no_ssh and this node's rank."""
     raw["training"]["launch_mode"] = "no_ssh"
-    argv = render.launch_argv(parse_stack_config(raw), "10.0.1.3", 3, node_rank=2)
+    argv = launch_argv(parse_stack_config(raw), "10.0.1.3", 3, node_rank=2)
     assert argv[4:6] == ["--no_ssh", "--node_rank=2"]
 
 
 def test_launch_argv_torchrun(raw: dict[str, Any]) -> None:
     """torchrun gets nnodes, procs per node (one per GPU) and its node rank."""
     raw["training"]["launcher"] = "torchrun"
-    argv = render.launch_argv(parse_stack_config(raw), "10.0.1.3", 3, node_rank=1)
+    argv = launch_argv(parse_stack_config(raw), "10.0.1.3", 3, node_rank=1)
     assert argv[:6] == [
         "torchrun",
         "--nnodes=3",
@@ -128,11 +138,11 @@ def test_launch_argv_torchrun(raw: dict[str, Any]) -> None:
 def test_launch_script_golden(raw: dict[str, Any]) -> None:
     """The launch script run on the master host matches its golden file."""
     cfg = parse_stack_config(raw)
-    script = render.launch_script(
+    script = launch_script(
         service="ds-master",
-        argv=render.launch_argv(cfg, "10.0.1.3", 3),
+        argv=launch_argv(cfg, "10.0.1.3", 3),
         run_name="run",
-        hostfile=render.render_hostfile(ROSTER, 8),
+        hostfile=render_hostfile(ROSTER, 8),
         ds_config='{"train_micro_batch_size_per_gpu":1}',
     )
     golden("launch_pdsh.sh", script)
@@ -140,13 +150,13 @@ def test_launch_script_golden(raw: dict[str, Any]) -> None:
 
 def test_stop_script_golden() -> None:
     """The stop script (SIGTERM, wait for the checkpoint) matches its golden file."""
-    stop = render.stop_script(service="ds-master", grace_seconds=120, pattern="/opt/dss/train.py")
+    stop = stop_script(service="ds-master", grace_seconds=120, pattern="/opt/dss/train.py")
     golden("stop.sh", stop)
 
 
 def test_training_env_cpu_and_no_rdma(dev_raw: dict[str, Any]) -> None:
     """The lab's tasks train on CPU and tell NCCL there is no InfiniBand."""
-    env = render.training_env(parse_stack_config(dev_raw))
+    env = training_env(parse_stack_config(dev_raw))
     assert env["DS_ACCELERATOR"] == "cpu" and env["NCCL_IB_DISABLE"] == "1"
 
 
@@ -155,7 +165,7 @@ def test_training_env_rdma(raw: dict[str, Any]) -> None:
     for h in raw["hosts"]:
         h["rdma_interface"] = "mlx5_0"
     raw["training"]["env"] = {"NCCL_DEBUG": "INFO"}
-    env = render.training_env(parse_stack_config(raw))
+    env = training_env(parse_stack_config(raw))
     assert env["NCCL_IB_HCA"] == "mlx5_0" and "NCCL_IB_DISABLE" not in env
     assert env["NCCL_DEBUG"] == "INFO"
 
@@ -163,14 +173,14 @@ def test_training_env_rdma(raw: dict[str, Any]) -> None:
 def test_tree_hash_changes_with_content(tmp_path: Path) -> None:
     """A one-byte change in the build context changes the image tag."""
     (tmp_path / "train.py").write_text("print(1)\n")
-    before = render.tree_hash(tmp_path)
+    before = tree_hash(tmp_path)
     (tmp_path / "train.py").write_text("print(2)\n")
-    assert render.tree_hash(tmp_path) != before
+    assert tree_hash(tmp_path) != before
 
 
 def test_stack_env_is_refused_in_training_env(raw: dict[str, Any]) -> None:
     """Every DSS_* variable training_env derives is one config refuses in training.env."""
-    env = render.training_env(parse_stack_config(raw))
+    env = training_env(parse_stack_config(raw))
     derived = {k for k in env if k.startswith("DSS_")}
     assert derived <= set(STACK_ENV), f"not guarded by config.STACK_ENV: {derived - set(STACK_ENV)}"
 
@@ -192,4 +202,4 @@ def test_stack_env_is_refused_in_training_env(raw: dict[str, Any]) -> None:
 )
 def test_docker_duration_as_swarm_reads_it(given: str, read_back: str) -> None:
     """Durations are spelled as the docker provider reads them back (no perpetual diff)."""
-    assert render.docker_duration(given) == read_back
+    assert docker_duration(given) == read_back

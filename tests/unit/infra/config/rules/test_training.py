@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from infra.config import parse_stack_config
+from infra.render.labels import training_env
 from tests.unit.infra.config.checks import problems, warnings_of
 from tests.unit.infra.samples import host
 
@@ -118,25 +119,23 @@ def test_nccl_ib_disable_with_rdma(raw: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("rdma", [None, "mlx5_0"])
 def test_network_env_is_what_render_derives(raw: dict[str, Any], rdma: str | None) -> None:
-    """The NCCL/gloo values the rule allows are the ones render.training_env sets."""
-    from infra import render
+    """The NCCL/gloo values the rule allows are the ones training_env sets."""
     from infra.config.rules.training import NETWORK_ENV, network_env
 
     for h in raw["hosts"]:
         h["rdma_interface"] = rdma
     cfg = parse_stack_config(raw)
-    env = render.training_env(cfg)
+    env = training_env(cfg)
     assert network_env(cfg) == {k: env[k] for k in NETWORK_ENV if k in env}
 
 
 def test_every_derived_variable_is_guarded(raw: dict[str, Any]) -> None:
-    """Every variable render.training_env derives is in STACK_ENV (refused or pinned)."""
-    from infra import render
+    """Every variable training_env derives is in STACK_ENV (refused or pinned)."""
     from infra.config import STACK_ENV
 
     raw["hosts"][0]["rdma_interface"] = "mlx5_0"
     raw["monitoring"] = {"enabled": True}
-    env = render.training_env(parse_stack_config(raw))
+    env = training_env(parse_stack_config(raw))
     assert set(env) <= set(STACK_ENV), set(env) - set(STACK_ENV)
 
 
