@@ -29,7 +29,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.render.digest import tree_hash
+from infra.components import image as image_component
+from infra.components import monitoring as monitoring_component
 from tests.unit.infra.samples import ROOT, Mocks, set_stack_config, stack_config
 
 pytestmark = pytest.mark.unit
@@ -103,6 +104,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "prod-tls": {"stack": "prod", "tls": True},
 }
 TLS_PLACEHOLDER = "<tls-dir>"
+# Stand-ins for the content tags of images/ and monitoring/ (12 hex digits, as real ones).
+IMAGES_TAG = "1a9e5000000a"
+MONITORING_TAG = "3a9e5000000b"
 
 
 def _record(request: Any) -> dict[str, Any]:
@@ -158,6 +162,12 @@ def _registrations(
     monkeypatch.setattr(pulumi, "export", lambda name, value: exports.__setitem__(name, value))
     # Without a key file the launch connects through the operator's agent (prod).
     monkeypatch.setenv("SSH_AUTH_SOCK", "/run/ssh-agent.sock")
+    # Content tags hash the build contexts, git-ignored staging included (images/
+    # .wheelhouse exists only after images/prepare): fixed here, so that what hashes
+    # a tag further (the task-spec digest of images built on every host) is the same
+    # on every machine.
+    monkeypatch.setattr(image_component, "tree_hash", lambda root, length=12: IMAGES_TAG)
+    monkeypatch.setattr(monitoring_component, "tree_hash", lambda root, length=12: MONITORING_TAG)
     pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="unit", preview=False)
     sections = {k: v for k, v in variant.items() if k not in ("stack", "tls")}
     raw = _variant(variant["stack"], **sections)
@@ -200,8 +210,8 @@ def _render(seen: list[dict[str, Any]], tmp_path: Path) -> str:
         sort_keys=True,
     )
     tags = {
-        tree_hash(ROOT / "images"): "<images-tag>",
-        tree_hash(ROOT / "monitoring"): "<monitoring-tag>",
+        IMAGES_TAG: "<images-tag>",
+        MONITORING_TAG: "<monitoring-tag>",
         str(tmp_path / "id_ed25519"): KEY_PLACEHOLDER,
         str(tmp_path / "tls"): TLS_PLACEHOLDER,
     }
