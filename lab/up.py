@@ -161,6 +161,10 @@ def _host_files(
     smi = hp.bin_dir / "nvidia-smi"
     smi.write_text(hf.render_fake_nvidia_smi(hp))
     smi.chmod(0o755)
+    # No toolkit-version file: the fake nvidia-ctk reports no toolkit until a test writes one.
+    ctk = hp.bin_dir / "nvidia-ctk"
+    ctk.write_text(hf.render_fake_nvidia_ctk(hp))
+    ctk.chmod(0o755)
     s.cgroup_create(c.cgroup_name(i))
 
 
