@@ -59,6 +59,15 @@ GPU_ROLES = (ROLE_MASTER, ROLE_WORKER)
 GPU_RESOURCE = "NVIDIA-GPU"
 SWARM_RESOURCE_ENV = f"DOCKER_RESOURCE_{GPU_RESOURCE}"
 
+# --- Hosts ---------------------------------------------------------------------------
+# The oldest Docker engine the preflight accepts (HostFacts refuses an older one on
+# create/update). 20.10 is the oldest engine the program is tested on (the lab's
+# legacy row, dockerd 20.10.24; lab/engines.py); what it relies on is older still
+# (Swarm generic resources 17.06, placement max_replicas 19.03 / API 1.40), but
+# nothing older than 20.10 has ever run it, and 19.03 and older are out of support
+# upstream. Compared on the numeric release only (`20.10.24+dfsg1` is 20.10.24).
+MIN_DOCKER_ENGINE = "20.10.0"
+
 # --- Pulumi type tokens the program registers ----------------------------------------
 SERVICE_TYPE = "docker:index/service:Service"
 NETWORK_TYPE = "docker:index/network:Network"

@@ -135,7 +135,7 @@ class HostPaths:
 
     @property
     def bin_dir(self) -> Path:
-        """First on PATH in the host's SSH sessions: the fake `nvidia-smi`."""
+        """First on PATH in the host's SSH sessions: the fake `nvidia-smi` and `nvidia-ctk`."""
         return self.dir / "bin"
 
     @property
@@ -147,6 +147,18 @@ class HostPaths:
     def driver_version(self) -> Path:
         """The fake NVIDIA driver version the host reports."""
         return self.dir / "driver-version"
+
+    @property
+    def toolkit_version(self) -> Path:
+        """The NVIDIA container toolkit version the fake `nvidia-ctk --version` reports;
+        absent (as `lab up` leaves it): the toolkit is not installed."""
+        return self.dir / "toolkit-version"
+
+    @property
+    def toolkit_config(self) -> Path:
+        """What the fake `nvidia-ctk config` prints (the runtime's config.toml); absent:
+        the toolkit's defaults, whose `mode` is "auto"."""
+        return self.dir / "toolkit-config.toml"
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,26 @@ esac
 """
 
 
+def render_fake_nvidia_ctk(paths: HostPaths) -> str:
+    """A stand-in `nvidia-ctk` answering what host facts ask it (`--version`, and
+    `config`: the runtime's config.toml) from the host's toolkit files, in the real
+    tool's format (urfave/cli's `<name> version <v>`). Without the version file it is
+    not installed: nothing on stdout, exit 127, as when `command -v` finds nothing."""
+    version = shlex.quote(str(paths.toolkit_version))
+    config = shlex.quote(str(paths.toolkit_config))
+    return f"""#!/bin/sh
+# written by `python -m lab up`: a fake nvidia-ctk for lab host {paths.index}
+[ -f {version} ] || {{ echo "lab nvidia-ctk: no toolkit on this host" >&2; exit 127; }}
+case "$1" in
+  --version|-v) echo "NVIDIA Container Toolkit CLI version $(cat {version})"; echo "commit: lab" ;;
+  config)
+    if [ -f {config} ]; then cat {config}
+    else printf '[nvidia-container-runtime]\\nmode = "auto"\\n'; fi ;;
+  *) echo "lab nvidia-ctk: only --version and config are faked" >&2; exit 2 ;;
+esac
+"""
+
+
 def render_ssh_client_config(lab: LabPaths, hosts: int) -> str:
     """An ssh_config for `ssh -F`: every lab address with the lab key and known hosts."""
     addrs = " ".join(host_addr(i) for i in range(1, hosts + 1))

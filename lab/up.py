@@ -161,6 +161,13 @@ def _host_files(
     smi = hp.bin_dir / "nvidia-smi"
     smi.write_text(hf.render_fake_nvidia_smi(hp))
     smi.chmod(0o755)
+    # No toolkit files: the fake nvidia-ctk reports no toolkit until a test writes one
+    # (removed in case a root survived a `lab down` that could not finish).
+    hp.toolkit_version.unlink(missing_ok=True)
+    hp.toolkit_config.unlink(missing_ok=True)
+    ctk = hp.bin_dir / "nvidia-ctk"
+    ctk.write_text(hf.render_fake_nvidia_ctk(hp))
+    ctk.chmod(0o755)
     s.cgroup_create(c.cgroup_name(i))
 
 

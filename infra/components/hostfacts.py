@@ -50,6 +50,10 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
         exp["driver_meets_minimum"] = True
         if cfg.preflight.require_gpu_isolation:
             exp["gpu_isolation"] = True
+            # The toolkit must also honour the assignment (infra/providers/gpuruntime.py).
+            # Only under require_gpu_isolation: stacks that opt out (the lab's fake
+            # GPUs) keep the inputs they were deployed with.
+            exp["gpu_runtime_isolates"] = True
     return exp
 
 

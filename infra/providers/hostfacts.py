@@ -10,7 +10,9 @@ diffs the config's expected facts against what the host has, so
 
 Create and update are the preflight: they refuse, with the host and fact named,
 before any service is created on a host that lacks GPUs, whose NIC cannot carry
-the overlay, or whose NVIDIA driver is older than the configured minimum.
+the overlay, whose NVIDIA driver is older than the configured minimum, whose NVIDIA
+container toolkit ignores Swarm's GPU assignment (infra/providers/gpuruntime.py), or
+whose Docker engine is older than MIN_DOCKER_ENGINE (infra/layout.py).
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
-from infra.layout import SWARM_RESOURCE_ENV
+from infra.layout import MIN_DOCKER_ENGINE, SWARM_RESOURCE_ENV
 from infra.providers.boundary import BoundaryProvider, diff_keys
+from infra.providers.gpuruntime import (
+    TOOLKIT_SCRIPT,
+    release_key,
+    runtime_isolates,
+    runtime_problem,
+)
 from infra.providers.hostops import HostError, ssh_run
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
-FACTS_SCRIPT = r"""set -u
+FACTS_SCRIPT = (
+    r"""set -u
 echo "hostname=$(hostname)"
 echo "nic_mtu=$(cat /sys/class/net/{nic}/mtu 2>/dev/null || echo 0)"
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -37,6 +46,8 @@ echo "default_runtime=$(docker info --format '{{{{.DefaultRuntime}}}}' 2>/dev/nu
 echo "swarm_resource=$(sed -n 's/^swarm-resource *= *"\(.*\)"/\1/p' \
   /etc/nvidia-container-runtime/config.toml 2>/dev/null | head -n1)"
 """
+    + TOOLKIT_SCRIPT
+)
 # What the NVIDIA container runtime must read a task's GPUs from: Swarm puts the
 # assigned generic resources in this variable; without it every task sees every GPU.
 SWARM_RESOURCE = SWARM_RESOURCE_ENV
@@ -46,6 +57,7 @@ def parse_facts(text: str) -> dict[str, Any]:
     """Parse FACTS_SCRIPT output into observed facts."""
     gpus: list[str] = []
     drivers: set[str] = set()
+    toolkit: dict[str, str] = {}
     out: dict[str, Any] = {
         "hostname": "", "nic_mtu": 0, "docker_version": "", "default_runtime": "",
         "swarm_resource": "",
@@ -65,8 +77,16 @@ def parse_facts(text: str) -> dict[str, Any]:
             out["docker_version"] = value
         elif key in ("default_runtime", "swarm_resource"):
             out[key] = value
+        elif key in ("toolkit_version", "toolkit_mode"):
+            toolkit[key] = value
     out["gpu_uuids"] = sorted(gpus)
     out["driver_version"] = min(drivers, key=version_tuple) if drivers else ""
+    # Only where nvidia-ctk reported a version: a host without the toolkit (every lab
+    # host unless a test fakes one) keeps the observed keys it always had, so a refresh
+    # of a stack deployed before these facts existed compares equal.
+    if toolkit.get("toolkit_version"):
+        out["toolkit_version"] = toolkit["toolkit_version"]
+        out["toolkit_mode"] = toolkit.get("toolkit_mode", "")
     return out
 
 
@@ -92,6 +112,8 @@ def compare(expected: dict[str, Any], observed: dict[str, Any], min_driver: str)
             observed.get("default_runtime") == "nvidia"
             and observed.get("swarm_resource") == SWARM_RESOURCE
         )
+    if "gpu_runtime_isolates" in expected:
+        seen["gpu_runtime_isolates"] = runtime_isolates(observed)
     return seen
 
 
@@ -121,6 +143,8 @@ def mismatches(
                 f"/etc/nvidia-container-runtime/config.toml sets swarm-resource to "
                 f"{observed.get('swarm_resource') or 'nothing'!r} (needs {SWARM_RESOURCE!r})"
             )
+        elif key == "gpu_runtime_isolates":
+            out.append(runtime_problem(host, observed))
         elif key == "nic_mtu":
             small = " (too small for the overlay)" if int(got or 0) < needed_mtu else ""
             out.append(
@@ -130,6 +154,20 @@ def mismatches(
         else:
             out.append(f"host {host}: {key} is {got!r}, config says {want!r}")
     return out
+
+
+def engine_problem(host: str, observed: dict[str, Any]) -> list[str]:
+    """The preflight's sentence for a Docker engine older than MIN_DOCKER_ENGINE (none
+    where `docker version` printed nothing: the engine is not judged unseen). Checked
+    in create/update only, not an `expected` fact: a stack deployed before the minimum
+    existed keeps the same inputs, and its refresh proposes nothing."""
+    version = observed.get("docker_version") or ""
+    if not version or release_key(version)[0] >= release_key(MIN_DOCKER_ENGINE)[0]:
+        return []
+    return [
+        f"host {host}: Docker engine {version} is older than the minimum "
+        f"{MIN_DOCKER_ENGINE} (infra/layout.py MIN_DOCKER_ENGINE); upgrade the engine"
+    ]
 
 
 class HostFactsProvider(BoundaryProvider):
@@ -152,7 +190,7 @@ class HostFactsProvider(BoundaryProvider):
             observed,
             props["min_driver"],
             props["needed_mtu"],
-        )
+        ) + engine_problem(props["host"], observed)
         if problems:
             raise Exception("preflight failed:\n  " + "\n  ".join(problems))
         return {**props, "observed": observed}

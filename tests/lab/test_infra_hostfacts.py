@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from infra.components.hostfacts import expected_facts, ssh_target
+from infra.providers import hostfacts
 from infra.providers.hostfacts import HostFactsProvider
 from lab import config as c
 from lab import hostfiles as hf
@@ -101,3 +102,66 @@ def test_preflight_requires_gpu_isolation(bare_lab: Lab, dev_cfg: Any) -> None:
     runc) stops the deployment, saying what to configure."""
     with pytest.raises(Exception, match=r"host lab-h1: tasks would see every GPU: .*'runc'"):
         HostFactsProvider().create(props(dev_cfg, "lab-h1", gpu_isolation=True))
+
+
+def fake_toolkit(lab: Lab, i: int, version: str, config: str | None = None) -> None:
+    """Give lab host i an NVIDIA container toolkit (the fake nvidia-ctk reads these)."""
+    hp = lab.paths.host(i)
+    hp.toolkit_version.write_text(version + "\n")
+    if config is not None:
+        hp.toolkit_config.write_text(config)
+
+
+def test_no_toolkit_adds_no_observed_facts(bare_lab: Lab, dev_cfg: Any) -> None:
+    """A lab host without a faked toolkit reports no toolkit keys (the upgrade check's
+    refresh compares outputs too)."""
+    seen = outs(HostFactsProvider().create(props(dev_cfg, "lab-h1")))["observed"]
+    assert "toolkit_version" not in seen and "toolkit_mode" not in seen, seen
+
+
+def test_preflight_refuses_toolkit_1_18_in_auto_mode(bare_lab: Lab, dev_cfg: Any) -> None:
+    """Toolkit 1.18 with no mode set (auto: jit-cdi) stops the deployment, saying what to set."""
+    fake_toolkit(bare_lab, 1, "1.18.2")
+    with pytest.raises(
+        Exception,
+        match=r"host lab-h1: tasks would see every GPU: NVIDIA container toolkit 1\.18\.2 runs "
+        r"in mode 'jit-cdi' \(config.toml sets mode 'auto'.*set mode = \"legacy\"",
+    ):
+        HostFactsProvider().create(props(dev_cfg, "lab-h1", gpu_runtime_isolates=True))
+
+
+def test_preflight_refuses_toolkit_1_18_in_jit_cdi_mode(bare_lab: Lab, dev_cfg: Any) -> None:
+    """Toolkit 1.18 with mode = "jit-cdi" in its config.toml stops the deployment."""
+    fake_toolkit(bare_lab, 2, "1.18.1", '[nvidia-container-runtime]\nmode = "jit-cdi"\n')
+    with pytest.raises(Exception, match=r"host lab-h2: .*1\.18\.1 runs in mode 'jit-cdi' \(as"):
+        HostFactsProvider().create(props(dev_cfg, "lab-h2", gpu_runtime_isolates=True))
+
+
+def test_toolkit_in_legacy_mode_passes_and_is_observed(bare_lab: Lab, dev_cfg: Any) -> None:
+    """Toolkit 1.18 in legacy mode passes; the host's version and mode are observed."""
+    fake_toolkit(bare_lab, 1, "1.18.2", '[nvidia-container-runtime]\nmode = "legacy"\n')
+    created = HostFactsProvider().create(props(dev_cfg, "lab-h1", gpu_runtime_isolates=True))
+    seen = outs(created)["observed"]
+    assert seen["toolkit_version"] == "1.18.2" and seen["toolkit_mode"] == "legacy", seen
+
+
+def test_refresh_names_a_toolkit_that_stopped_isolating(bare_lab: Lab, dev_cfg: Any) -> None:
+    """After the toolkit's mode changes to jit-cdi, read reports gpu_runtime_isolates false."""
+    fake_toolkit(bare_lab, 2, "1.18.2", '[nvidia-container-runtime]\nmode = "legacy"\n')
+    p = HostFactsProvider()
+    want = props(dev_cfg, "lab-h2", gpu_runtime_isolates=True)
+    created = outs(p.create(want))
+    bare_lab.paths.host(2).toolkit_config.write_text('[nvidia-container-runtime]\nmode = "auto"\n')
+    read = p.read("facts-lab-h2", created)
+    assert read.inputs is not None and read.inputs["expected"]["gpu_runtime_isolates"] is False
+    assert p.diff("facts-lab-h2", outs(read), want).changes is True
+
+
+def test_preflight_refuses_an_old_engine(
+    bare_lab: Lab, dev_cfg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine older than the minimum stops the deployment, naming host and version (the
+    lab's engines all meet 20.10.0, so the minimum is raised past them)."""
+    monkeypatch.setattr(hostfacts, "MIN_DOCKER_ENGINE", "99.0.0")
+    with pytest.raises(Exception, match=r"host lab-h1: Docker engine \d+\.\d+\.\S+ is older than"):
+        HostFactsProvider().create(props(dev_cfg, "lab-h1"))

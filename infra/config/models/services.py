@@ -36,7 +36,8 @@ class Preflight(_Model):
     """Oldest NVIDIA driver allowed on GPU hosts. Default 535.0."""
     require_gpu_isolation: bool = True
     """GPU hosts must run the NVIDIA runtime by default with `swarm-resource =
-    "DOCKER_RESOURCE_NVIDIA-GPU"`, so each task sees only the GPUs Swarm assigned
+    "DOCKER_RESOURCE_NVIDIA-GPU"`, and a toolkit that honours it (not 1.18.x outside
+    legacy mode; docs/engines.md), so each task sees only the GPUs Swarm assigned
     it. Default true (the lab's fake GPUs turn it off)."""
     ssh_private_key_file: str | None = None
     """Private key file the operator uses for host SSH (facts, launch). Default: the

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from infra.providers.gpuruntime import TOOLKIT_SCRIPT
 from lab import config as c
 from lab import hostfiles as hf
 from lab.engines import DEFAULT_ENGINE
@@ -186,7 +189,6 @@ def test_status_dict_lists_endpoints_per_host() -> None:
 
 def test_fake_nvidia_smi_reads_host_gpu_list(tmp_path: Path) -> None:
     """The fake nvidia-smi answers the facts query from the host's GPU list."""
-    import subprocess
 
     hp = c.HostPaths(tmp_path, 3)
     hp.dir.mkdir()
@@ -199,3 +201,39 @@ def test_fake_nvidia_smi_reads_host_gpu_list(tmp_path: Path) -> None:
     assert out == "GPU-a, 550.54.15\nGPU-b, 550.54.15\n"
     listing = subprocess.run(["sh", str(smi), "-L"], capture_output=True, text=True, check=True)
     assert listing.stdout.splitlines()[1] == "GPU 1: Lab Fake GPU (UUID: GPU-b)"
+
+
+def run_fake_ctk(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run with lab host 3's fake nvidia-ctk first on PATH."""
+    hp = c.HostPaths(tmp_path, 3)
+    hp.dir.mkdir(exist_ok=True)
+    hp.bin_dir.mkdir(exist_ok=True)
+    ctk = hp.bin_dir / "nvidia-ctk"
+    ctk.write_text(hf.render_fake_nvidia_ctk(hp))
+    ctk.chmod(0o755)
+    env = {**os.environ, "PATH": f"{hp.bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+
+
+def test_fake_nvidia_ctk_absent_toolkit_prints_nothing(tmp_path: Path) -> None:
+    """Without a toolkit-version file the fake reports no toolkit: the facts see none."""
+    assert run_fake_ctk(tmp_path, TOOLKIT_SCRIPT).stdout == ""
+    assert run_fake_ctk(tmp_path, "nvidia-ctk --version").returncode == 127
+
+
+def test_fake_nvidia_ctk_reports_version_and_default_mode(tmp_path: Path) -> None:
+    """With only a version file the toolkit runs its default mode, auto."""
+    c.HostPaths(tmp_path, 3).dir.mkdir()
+    c.HostPaths(tmp_path, 3).toolkit_version.write_text("1.18.2\n")
+    out = run_fake_ctk(tmp_path, TOOLKIT_SCRIPT).stdout
+    assert out == "toolkit_version=1.18.2\ntoolkit_mode=auto\n"
+
+
+def test_fake_nvidia_ctk_prints_the_host_config(tmp_path: Path) -> None:
+    """`nvidia-ctk config` prints the host's config.toml, whose runtime mode the facts read."""
+    hp = c.HostPaths(tmp_path, 3)
+    hp.dir.mkdir()
+    hp.toolkit_version.write_text("1.18.2\n")
+    hp.toolkit_config.write_text('[nvidia-container-runtime]\nmode = "legacy"\n')
+    out = run_fake_ctk(tmp_path, TOOLKIT_SCRIPT).stdout
+    assert out == "toolkit_version=1.18.2\ntoolkit_mode=legacy\n"

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from infra.layout import MIN_DOCKER_ENGINE
+from infra.providers.gpuruntime import release_key
 from lab import config as c
 from lab import engine_install as ei
 from lab import engines as e
@@ -194,3 +196,9 @@ def test_system_engine_keeps_plain_dockerd() -> None:
     text = hf.render_host_script(c.LabPaths(ROOT).host(1), [], {})
     assert "export PATH" not in text
     assert text.endswith("exec dockerd --config-file /lab-root/h1/daemon.json\n")
+
+
+def test_every_lab_engine_meets_the_preflight_minimum() -> None:
+    """Each engine the lab runs is one the preflight accepts (infra/layout.py MIN_DOCKER_ENGINE)."""
+    floor = release_key(MIN_DOCKER_ENGINE)[0]
+    assert all(release_key(eng.version)[0] >= floor for eng in e.ENGINES.values())

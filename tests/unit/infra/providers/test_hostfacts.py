@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from infra.providers.hostfacts import compare, mismatches, parse_facts
+from infra.providers import hostfacts
+from infra.providers.hostfacts import compare, engine_problem, mismatches, parse_facts
 
 pytestmark = pytest.mark.unit
 
@@ -113,3 +116,107 @@ def test_gpu_isolation_missing_is_named() -> None:
         "'nvidia') and /etc/nvidia-container-runtime/config.toml sets swarm-resource to "
         "'nothing' (needs 'DOCKER_RESOURCE_NVIDIA-GPU')"
     ]
+
+
+ISOLATING = {"hostname": "gpu-01", "gpu_count": 2, "nic_mtu": 9100, "gpu_runtime_isolates": True}
+
+
+def test_parse_facts_toolkit() -> None:
+    """A host whose nvidia-ctk answered reports the toolkit's version and mode."""
+    facts = parse_facts(REPORT + "toolkit_version=1.18.2\ntoolkit_mode=auto\n")
+    assert facts["toolkit_version"] == "1.18.2" and facts["toolkit_mode"] == "auto"
+
+
+def test_parse_facts_no_toolkit_adds_no_keys() -> None:
+    """An empty toolkit version (nothing printed) adds no observed keys: lab hosts'
+    observed facts stay what stacks deployed before the toolkit check recorded."""
+    facts = parse_facts(REPORT + "toolkit_version=\ntoolkit_mode=\n")
+    assert set(facts) == set(parse_facts(REPORT))
+    assert "toolkit_version" not in facts and "toolkit_mode" not in facts
+
+
+def test_toolkit_not_isolating_is_named() -> None:
+    """Toolkit 1.18 in jit-cdi mode is refused, naming host, version, mode and the fix."""
+    observed = parse_facts(REPORT + "toolkit_version=1.18.2\ntoolkit_mode=jit-cdi\n")
+    seen = compare(ISOLATING, observed, "535.0")
+    assert seen["gpu_runtime_isolates"] is False
+    (said,) = mismatches("gpu-01", ISOLATING, seen, observed, "535.0", 9050)
+    assert said.startswith("host gpu-01: tasks would see every GPU: NVIDIA container toolkit ")
+    assert "1.18.2 runs in mode 'jit-cdi'" in said and 'mode = "legacy"' in said, said
+
+
+def test_toolkit_in_legacy_mode_passes() -> None:
+    """Toolkit 1.18 in legacy mode reads swarm-resource: no drift."""
+    observed = parse_facts(REPORT + "toolkit_version=1.18.2\ntoolkit_mode=legacy\n")
+    seen = compare(ISOLATING, observed, "535.0")
+    assert mismatches("gpu-01", ISOLATING, seen, observed, "535.0", 9050) == []
+
+
+def test_toolkit_fact_only_where_expected() -> None:
+    """Without gpu_runtime_isolates expected (isolation not required), a broken toolkit
+    is neither compared nor refused."""
+    expected = {"hostname": "gpu-01", "gpu_count": 2, "nic_mtu": 9100}
+    observed = parse_facts(REPORT + "toolkit_version=1.18.2\ntoolkit_mode=auto\n")
+    seen = compare(expected, observed, "535.0")
+    assert "gpu_runtime_isolates" not in seen
+    assert mismatches("gpu-01", expected, seen, observed, "535.0", 9050) == []
+
+
+@pytest.mark.parametrize("version", ["20.10.0", "20.10.24+dfsg1", "28.5.2", ""])
+def test_engine_at_or_above_minimum_passes(version: str) -> None:
+    """The minimum engine and newer (or an engine that reported nothing) pass."""
+    assert engine_problem("gpu-01", {"docker_version": version}) == []
+
+
+def test_old_engine_is_named() -> None:
+    """An engine older than MIN_DOCKER_ENGINE is named with host and version."""
+    assert engine_problem("gpu-01", {"docker_version": "19.03.15"}) == [
+        "host gpu-01: Docker engine 19.03.15 is older than the minimum 20.10.0 "
+        "(infra/layout.py MIN_DOCKER_ENGINE); upgrade the engine"
+    ]
+
+
+def provider_props(**expected: Any) -> dict[str, Any]:
+    """A facts resource's inputs for host gpu-01 (what the component registers)."""
+    return {
+        "host": "gpu-01",
+        "ssh": {"user": "root", "address": "10.0.0.1", "port": 22},
+        "nic": "eth0",
+        "min_driver": "535.0",
+        "needed_mtu": 9050,
+        "expected": {"hostname": "gpu-01", "gpu_count": 2, "nic_mtu": 9100, **expected},
+        "observed": None,
+    }
+
+
+def test_create_refuses_an_old_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Create refuses a host whose engine is older than the minimum, expected facts or not."""
+    report = REPORT.replace("docker=27.3.1", "docker=19.03.15")
+    monkeypatch.setattr(hostfacts, "ssh_run", lambda _ssh, _script: report)
+    with pytest.raises(Exception, match=r"host gpu-01: Docker engine 19\.03\.15 is older"):
+        hostfacts.HostFactsProvider().create(provider_props())
+
+
+def test_read_of_an_old_engine_proposes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine minimum is no expected fact: a refresh of a deployed host is unchanged."""
+    report = REPORT.replace("docker=27.3.1", "docker=19.03.15")
+    monkeypatch.setattr(hostfacts, "ssh_run", lambda _ssh, _script: report)
+    p = hostfacts.HostFactsProvider()
+    want = provider_props()
+    read = p.read("facts-gpu-01", {**want, "observed": parse_facts(REPORT)})
+    assert read.inputs is not None and read.inputs["expected"] == want["expected"]
+    assert p.diff("facts-gpu-01", read.inputs, want).changes is False
+
+
+def test_create_refuses_a_broken_toolkit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Create refuses toolkit 1.18 under auto where gpu_runtime_isolates is expected."""
+    report = REPORT + "toolkit_version=1.18.2\ntoolkit_mode=\n"
+    monkeypatch.setattr(hostfacts, "ssh_run", lambda _ssh, _script: report)
+    with pytest.raises(Exception, match=r"toolkit 1\.18\.2 runs in mode 'jit-cdi'"):
+        hostfacts.HostFactsProvider().create(provider_props(gpu_runtime_isolates=True))
+
+
+def test_facts_script_carries_the_toolkit_probe() -> None:
+    """The one round trip per host also asks nvidia-ctk, and still formats."""
+    script = hostfacts.FACTS_SCRIPT.format(nic="eth0")
+    assert "nvidia-ctk --version" in script and "/sys/class/net/eth0/mtu" in script
