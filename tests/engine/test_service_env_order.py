@@ -133,6 +133,26 @@ def spec() -> dict[str, Any]:
     return dict(api.inspect_service(SERVICE)["Spec"])
 
 
+def task_template_changes() -> list[str]:
+    """The task-template paths the last update changed (Spec against PreviousSpec): what
+    made Swarm replace the tasks, when it did."""
+    api: Any = client(1).api
+    service = api.inspect_service(SERVICE)
+    before = (service.get("PreviousSpec") or {}).get("TaskTemplate", {})
+    return changed_paths(before, service["Spec"]["TaskTemplate"])
+
+
+def changed_paths(old: Any, new: Any, prefix: str = "TaskTemplate") -> list[str]:
+    """The paths whose values differ between two JSON trees."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [
+            p
+            for k in sorted(set(old) | set(new))
+            for p in changed_paths(old.get(k), new.get(k), f"{prefix}.{k}")
+        ]
+    return [] if old == new else [f"{prefix}: {old!r} -> {new!r}"]
+
+
 @pytest.fixture(scope="module")
 def deployed(stack: Pulumi) -> tuple[Pulumi, set[str]]:
     """The service brought up with all its replicas running; the stack and the ids of
@@ -164,6 +184,9 @@ def test_label_update_keeps_the_tasks(deployed: tuple[Pulumi, set[str]], revisio
     env = after["TaskTemplate"]["ContainerSpec"]["Env"]
     assert env == sorted(env), f"the update sent Env unsorted: {env}"
     new = new_tasks_within(known, SETTLE_S)
-    assert not new, f"a label-only update replaced tasks: new {sorted(new)}, had {sorted(known)}"
+    assert not new, (
+        f"a label-only update replaced tasks: new {sorted(new)}, had {sorted(known)}; "
+        f"the update changed {task_template_changes()}"
+    )
     running = running_task_ids()
     assert len(running) == REPLICAS and running <= known, f"running now: {sorted(running)}"
