@@ -5,6 +5,9 @@ the label (config `revision`) must update the service without replacing its task
 import pulumi
 import pulumi_docker as docker
 
+# The program's own spec builder (the project is on PYTHONPATH, scripts/env.sh).
+from infra.render.specs import restart_policy
+
 config = pulumi.Config()
 env: dict[str, str] = config.require_object("env")
 lab = docker.Provider("lab", host=config.require("docker_host"))
@@ -22,6 +25,10 @@ service = docker.Service(
             # busybox's sleep ignores SIGTERM as PID 1: a short grace keeps destroy quick.
             stop_grace_period="1s",
         ),
+        # The whole restart policy, as the program's services state it: the provider
+        # sends the fields left out as zeros on update (Delay, Window: None -> 0), and that
+        # alone replaces the tasks; this test is about the env order.
+        restart_policy=restart_policy("any", "5s", 0, "0s"),
     ),
     mode=docker.ServiceModeArgs(
         replicated=docker.ServiceModeReplicatedArgs(replicas=config.require_int("replicas"))
