@@ -153,36 +153,22 @@ class Docker:
     ) -> subprocess.CompletedProcess[str]:
         return docker("exec", cname, *cmd, check=check, timeout=timeout)
 
+    def throwaway(
+        self, volume: str, entrypoint: str, *args: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `entrypoint args` in a throwaway container of the image, with no network
+        and `volume` at /data."""
+        net = ("--network", "none")
+        mount = ("-v", f"{volume}:/data", "--entrypoint", entrypoint)
+        return docker("run", "--rm", *net, *mount, self.image, *args)
+
     def read(self, volume: str, path: str) -> str:
         """Read a file from a volume with a throwaway container."""
-        return docker(
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "-v",
-            f"{volume}:/data",
-            "--entrypoint",
-            "cat",
-            self.image,
-            f"/data/{path}",
-        ).stdout
+        return self.throwaway(volume, "cat", f"/data/{path}").stdout
 
     def sh(self, volume: str, script: str) -> subprocess.CompletedProcess[str]:
         """Run a shell snippet against a volume with a throwaway container."""
-        return docker(
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "-v",
-            f"{volume}:/data",
-            "--entrypoint",
-            "bash",
-            self.image,
-            "-c",
-            script,
-        )
+        return self.throwaway(volume, "bash", "-c", script)
 
     def cleanup(self) -> None:
         for c in self.containers:
