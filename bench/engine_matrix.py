@@ -8,12 +8,15 @@ run (the engine suite's fixtures, the acceptance suite's 9-host lab) starts that
 and reads the outcome of every test from pytest's JUnit XML. The columns a reviewer
 looks for are named tests of tests/engine: the first `up` (its time includes `pulumi up`
 from nothing, the fixture's setup), the no-op checks, the drift cases, the upgrade from
-the previous commit, and the service update that must restart no task.
+the previous commit, and the service update that must restart no task. A second table
+gives, per engine, the training tasks and processes each change of
+tests/engine/test_restarts.py restarted (its `restarts.<change>` test-suite properties).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -36,7 +39,8 @@ NO_OPS = (
 )
 DRIFT_PREFIX = "test_drift_"
 UPGRADE = ("test_preview_after_upgrade_is_a_no_op", "test_up_after_upgrade_restarts_nothing")
-NO_RESTART = "test_label_update_keeps_the_tasks"
+NO_RESTART = ("test_label_update_keeps_the_tasks", "test_change_restarts_no_training")
+RESTARTS_PREFIX = "restarts."
 
 
 SEVERITY = ("passed", "skipped", "failed", "error")
@@ -48,6 +52,8 @@ class Row:
     seconds: float = 0.0
     outcomes: dict[str, tuple[str, float]] = field(default_factory=dict)
     """test name (without parameters) -> (passed|failed|skipped|error, seconds)."""
+    restarts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """change -> (training tasks replaced, containers whose training processes restarted)."""
 
     def count(self, outcome: str) -> int:
         return sum(o == outcome for o, _ in self.outcomes.values())
@@ -95,6 +101,17 @@ def outcomes(junit: Path) -> dict[str, tuple[str, float]]:
     return out
 
 
+def restart_counts(junit: Path) -> dict[str, tuple[int, int]]:
+    """The `restarts.<change>` test-suite properties of a JUnit XML report."""
+    out: dict[str, tuple[int, int]] = {}
+    for prop in ET.parse(junit).getroot().iter("property"):
+        name = prop.get("name", "")
+        if name.startswith(RESTARTS_PREFIX):
+            value = json.loads(prop.get("value", "{}"))
+            out[name.removeprefix(RESTARTS_PREFIX)] = (value["tasks"], value["processes"])
+    return out
+
+
 def run_row(engine: str, suites: list[str], extra: list[str]) -> Row:
     """The suites on one engine, as the test command runs them."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,6 +123,7 @@ def run_row(engine: str, suites: list[str], extra: list[str]) -> Row:
         row = Row(engine, time.monotonic() - t0)
         if junit.exists():
             row.outcomes = outcomes(junit)
+            row.restarts = restart_counts(junit)
     return row
 
 
@@ -120,8 +138,22 @@ def table(rows: list[Row]) -> str:
             f"| {r.engine} | {engines.get(r.engine).version} | {r.count('passed')} "
             f"| {r.count('failed') + r.count('error')} | {r.count('skipped')} "
             f"| {r.seconds:.0f} | {r.first_up()} | {r.verdict(*NO_OPS)} | {r.drift()} "
-            f"| {r.verdict(*UPGRADE)} | {r.verdict(NO_RESTART)} |"
+            f"| {r.verdict(*UPGRADE)} | {r.verdict(*NO_RESTART)} |"
         )
+    changes = list(dict.fromkeys(c for r in rows for c in r.restarts))
+    if changes:
+        lines += [
+            "",
+            "Training tasks replaced / containers whose training processes restarted:",
+            "",
+            "| engine | " + " | ".join(changes) + " |",
+            "|" + " --- |" * (len(changes) + 1),
+        ]
+        for r in rows:
+            cells = [
+                "/".join(map(str, r.restarts[c])) if c in r.restarts else "-" for c in changes
+            ]
+            lines.append(f"| {r.engine} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

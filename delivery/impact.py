@@ -275,6 +275,11 @@ VERDICTS: dict[Role, tuple[Verdict, ...]] = {
             on("update"),
             only=("mode",),
         ),
+        # Service labels are not in the task spec: Swarm keeps the tasks (with the
+        # toolchain's env-order patch, docs/engines.md "Task restarts on service updates").
+        Verdict(
+            Impact.NONE, "service labels only; its tasks keep running", on("update"), ("labels",)
+        ),
         Verdict(Impact.RESTARTS, "new training tasks start", on("create")),
         Verdict(Impact.RESTARTS, "its training tasks stop", on("delete")),
         Verdict(Impact.RESTARTS, "service replaced: its tasks are recreated", on("replace")),

@@ -137,3 +137,34 @@ def ident(obj: Model) -> str:
     until the daemon answers, and these have answered)."""
     assert obj.id is not None, f"{type(obj).__name__} {obj.attrs} has no id"
     return obj.id
+
+
+def running_training_tasks() -> dict[str, set[str]]:
+    """Running task ids per training service, as the leader (lab host 1) lists them."""
+    from infra.layout import TRAINING_SERVICES
+
+    api: Any = client(1).api  # docker-py's low-level API is untyped
+    out: dict[str, set[str]] = {}
+    for service in TRAINING_SERVICES:
+        tasks = api.tasks(filters={"service": service, "desired-state": "running"})
+        out[service] = {t["ID"] for t in tasks if t["Status"]["State"] == "running"}
+    return out
+
+
+def training_processes(hosts: int) -> dict[str, set[str]]:
+    """Per training task container on lab hosts 1..hosts, the `pid start-time` of every
+    training process in it (the launcher and its ranks): a restarted process has a new
+    pid or start time."""
+    from infra.layout import TRAINING_SERVICES
+
+    out: dict[str, set[str]] = {}
+    for i in range(1, hosts + 1):
+        for ctr in client(i).containers.list():
+            service = ctr.labels.get("com.docker.swarm.service.name", "")
+            if service not in TRAINING_SERVICES:
+                continue
+            ps = exec_text(ctr, ["ps", "-eo", "pid=,lstart=,args="])
+            out[f"{service}@{ident(ctr)}"] = {
+                " ".join(line.split()[:6]) for line in ps.splitlines() if "train.py" in line
+            }
+    return out

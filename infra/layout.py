@@ -67,6 +67,16 @@ SWARM_RESOURCE_ENV = f"DOCKER_RESOURCE_{GPU_RESOURCE}"
 # nothing older than 20.10 has ever run it, and 19.03 and older are out of support
 # upstream. Compared on the numeric release only (`20.10.24+dfsg1` is 20.10.24).
 MIN_DOCKER_ENGINE = "20.10.0"
+# The first engine whose Swarm schedules a GPU-reserving task onto a node that has not
+# yet used the task's overlay (moby/swarmkit#3082, in Docker 23.0.2; the regression for
+# counted resources, moby/swarmkit#3162, was fixed in 25.0.3 and never reached 20.10).
+# Older engines get the `ds-net-warmup` service (infra/components/services.py).
+OVERLAY_ATTACH_FIXED_IN = "23.0.2"
+# That fix inverted the check for counted (discrete) resources: from 23.0.2 the
+# constraint enforcer rejects a task reserving `NVIDIA-GPU=<n>` on a node that has
+# them, until moby/swarmkit#3162 (Docker 25.0.3). HostFacts refuses a GPU host whose
+# engine is in [OVERLAY_ATTACH_FIXED_IN, COUNTED_RESOURCES_FIXED_IN).
+COUNTED_RESOURCES_FIXED_IN = "25.0.3"
 
 # --- Pulumi type tokens the program registers ----------------------------------------
 SERVICE_TYPE = "docker:index/service:Service"

@@ -29,6 +29,7 @@ from infra.layout import (
     GPU_RESOURCE,
     IMAGE_HOME,
     MASTER_SERVICE,
+    OVERLAY_ATTACH_FIXED_IN,
     SHM_MOUNT,
     STANDBY_SERVICE,
     TRAIN_UID,
@@ -43,6 +44,7 @@ from infra.render.labels import (
     training_env,
 )
 from infra.render.sections import TaskEnvSource, TaskSpecSource
+from infra.versions import older_than
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class TrainingServicesArgs:
     hosts: Sequence[Host]
     """Every host (their RDMA devices reach the tasks' environment)."""
     active_hosts: Sequence[Host]
-    """One warm-up task each."""
+    """One warm-up task each, where their engines need it (warmup_replicas)."""
     workers: Sequence[Host]
     """One `ds-worker` task each."""
     spares: Sequence[Host]
@@ -152,8 +154,23 @@ def warmup_spec(
     retry is then rejected by the constraint enforcer ("assigned node no longer
     meets constraints"), for good (seen in the lab; tests/lab/test_infra_launch.py).
     Once any task has used the overlay on a node, GPU tasks schedule normally.
+    Fixed in Docker 23.0.2 (moby/swarmkit#3082): on a current engine the service
+    stays, with no task (warmup_replicas).
     """
     return idle_spec(image_ref, network_id)
+
+
+def warmup_replicas(hosts: int, observed: Sequence[dict[str, Any] | None]) -> int:
+    """Warm-up tasks for `hosts` active hosts whose facts are `observed`: one per host
+    where any of them runs an engine before OVERLAY_ATTACH_FIXED_IN, or one whose
+    engine is unknown (not yet read, or `docker version` printed nothing); else none.
+
+    All or none: Swarm has no constraint on the engine's version, and a node label
+    per engine would be a node update, which on 20.10 is what restarts GPU tasks.
+    """
+    versions = [(o or {}).get("docker_version") or "" for o in observed]
+    needed = any(not v or older_than(v, OVERLAY_ATTACH_FIXED_IN) for v in versions)
+    return hosts if needed else 0
 
 
 def standby_spec(image_ref: pulumi.Input[str]) -> docker.ServiceTaskSpecArgs:
@@ -185,7 +202,9 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
     so a refresh does not change it.
     """
     data = {
-        "training": cfg.training.model_dump(mode="json"),
+        # Without the services' own labels: they are not part of any task spec (and a
+        # stack deployed before the key existed keeps its digest).
+        "training": cfg.training.model_dump(mode="json", exclude={"service_labels"}),
         # The environment carries what tasks see of hosts (RDMA devices) and of
         # monitoring (their metrics port).
         "env": training_env(cfg),
@@ -204,7 +223,8 @@ class TrainingServices(pulumi.ComponentResource):
     """The master and worker services of the training job."""
 
     warmup: docker.Service
-    """`ds-net-warmup`: one task per node on the overlay, before any GPU task."""
+    """`ds-net-warmup`: one task per node on the overlay, before any GPU task, on
+    engines that need it; no task on current ones."""
     standby: docker.Service | None
     """`ds-standby`: one idle task per spare host (none without spares)."""
     master: docker.Service
@@ -230,11 +250,18 @@ class TrainingServices(pulumi.ComponentResource):
         # one per node) rather than `global` mode: the docker provider refuses
         # `converge_config` with global mode ("mode.0.global conflicts with
         # converge_config"), and without it the GPU services could be created
-        # before any warm-up task ran.
+        # before any warm-up task ran. Its task count comes from the hosts' engines as
+        # their facts read them (known in a preview of a deployed stack); the service
+        # itself always exists, so an engine upgrade scales it rather than removing
+        # what the GPU services depend on.
+        active = [args.facts.facts[h.name].observed for h in args.active_hosts]
+        warmup_tasks = pulumi.Output.all(*active).apply(
+            lambda observed: warmup_replicas(len(active), observed)
+        )
         self.warmup = docker.Service(
             f"{name}-net-warmup",
             name=WARMUP_SERVICE,
-            mode=specs.replicated(len(args.active_hosts)),
+            mode=specs.replicated(warmup_tasks),
             task_spec=warmup_spec(image_ref, network_id),
             endpoint_spec=specs.dnsrr(),
             converge_config=specs.converge("5m"),
@@ -277,7 +304,13 @@ class TrainingServices(pulumi.ComponentResource):
                 task_spec=task_spec(role),
                 endpoint_spec=specs.dnsrr(),
                 converge_config=specs.converge("10m"),
-                labels=[docker.ServiceLabelArgs(label="dss.role", value=role)],
+                labels=[
+                    docker.ServiceLabelArgs(label="dss.role", value=role),
+                    *[
+                        docker.ServiceLabelArgs(label=k, value=v)
+                        for k, v in sorted(t.service_labels.items())
+                    ],
+                ],
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,

@@ -31,8 +31,9 @@ no verdict: nothing is refused that the tool cannot show to be broken.
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from infra.versions import release_key
 
 # Appended to the host facts script (infra/providers/hostfacts.py FACTS_SCRIPT,
 # which is str.format()ed: no braces here). Prints nothing unless nvidia-ctk
@@ -54,17 +55,6 @@ FIXED_IN = "1.19.0"
 # The first minor whose `auto` mode is jit-cdi (the default changed in 1.18.0-rc.1).
 JIT_CDI_DEFAULT_SINCE = (1, 18)
 ISSUE = "NVIDIA/nvidia-container-toolkit#1599"
-
-
-def release_key(version: str) -> tuple[tuple[int, ...], bool]:
-    """`1.19.0-rc.2` -> ((1, 19, 0), False): the numeric release and whether it is a
-    final release (a semver pre-release sorts before its release)."""
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)(.*)", version)
-    if not m:
-        return (), False
-    nums = tuple(int(p) for p in m.group(1).split("."))
-    nums = nums + (0,) * (3 - len(nums))
-    return nums, not m.group(2).startswith("-")
 
 
 def effective_mode(version: str, mode: str) -> str:

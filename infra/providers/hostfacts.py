@@ -12,7 +12,8 @@ Create and update are the preflight: they refuse, with the host and fact named,
 before any service is created on a host that lacks GPUs, whose NIC cannot carry
 the overlay, whose NVIDIA driver is older than the configured minimum, whose NVIDIA
 container toolkit ignores Swarm's GPU assignment (infra/providers/gpuruntime.py), or
-whose Docker engine is older than MIN_DOCKER_ENGINE (infra/layout.py).
+whose Docker engine is older than MIN_DOCKER_ENGINE (infra/layout.py), or, with
+GPUs, one whose Swarm rejects tasks reserving counted resources (24.x to 25.0.2).
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
-from infra.layout import MIN_DOCKER_ENGINE, SWARM_RESOURCE_ENV
+from infra.layout import (
+    COUNTED_RESOURCES_FIXED_IN,
+    MIN_DOCKER_ENGINE,
+    OVERLAY_ATTACH_FIXED_IN,
+    SWARM_RESOURCE_ENV,
+)
 from infra.providers.boundary import BoundaryProvider, diff_keys
 from infra.providers.gpuruntime import (
     TOOLKIT_SCRIPT,
-    release_key,
     runtime_isolates,
     runtime_problem,
 )
 from infra.providers.hostops import HostError, ssh_run
+from infra.versions import older_than
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
 FACTS_SCRIPT = (
@@ -156,18 +162,30 @@ def mismatches(
     return out
 
 
-def engine_problem(host: str, observed: dict[str, Any]) -> list[str]:
-    """The preflight's sentence for a Docker engine older than MIN_DOCKER_ENGINE (none
+def engine_problem(host: str, observed: dict[str, Any], gpus: int = 0) -> list[str]:
+    """The preflight's sentence for a Docker engine older than MIN_DOCKER_ENGINE, or, on
+    a host with GPUs, one whose Swarm rejects tasks reserving counted resources (none
     where `docker version` printed nothing: the engine is not judged unseen). Checked
     in create/update only, not an `expected` fact: a stack deployed before the minimum
     existed keeps the same inputs, and its refresh proposes nothing."""
     version = observed.get("docker_version") or ""
-    if not version or release_key(version)[0] >= release_key(MIN_DOCKER_ENGINE)[0]:
+    if not version:
         return []
-    return [
-        f"host {host}: Docker engine {version} is older than the minimum "
-        f"{MIN_DOCKER_ENGINE} (infra/layout.py MIN_DOCKER_ENGINE); upgrade the engine"
-    ]
+    if older_than(version, MIN_DOCKER_ENGINE):
+        return [
+            f"host {host}: Docker engine {version} is older than the minimum "
+            f"{MIN_DOCKER_ENGINE} (infra/layout.py MIN_DOCKER_ENGINE); upgrade the engine"
+        ]
+    fixed, broken_again = OVERLAY_ATTACH_FIXED_IN, COUNTED_RESOURCES_FIXED_IN
+    if gpus and not older_than(version, fixed) and older_than(version, broken_again):
+        return [
+            f"host {host}: Docker engine {version} rejects every task that reserves GPUs "
+            f"as generic resources ('assigned node no longer meets constraints', "
+            f"moby/swarmkit#3162, from {OVERLAY_ATTACH_FIXED_IN} until "
+            f"{COUNTED_RESOURCES_FIXED_IN}); upgrade the engine to "
+            f"{COUNTED_RESOURCES_FIXED_IN} or newer"
+        ]
+    return []
 
 
 class HostFactsProvider(BoundaryProvider):
@@ -190,7 +208,7 @@ class HostFactsProvider(BoundaryProvider):
             observed,
             props["min_driver"],
             props["needed_mtu"],
-        ) + engine_problem(props["host"], observed)
+        ) + engine_problem(props["host"], observed, props["expected"].get("gpu_count", 0))
         if problems:
             raise Exception("preflight failed:\n  " + "\n  ".join(problems))
         return {**props, "observed": observed}

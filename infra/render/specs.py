@@ -43,7 +43,7 @@ def docker_duration(value: str) -> str:
     return text
 
 
-def replicated(replicas: int) -> docker.ServiceModeArgs:
+def replicated(replicas: pulumi.Input[int]) -> docker.ServiceModeArgs:
     """A replicated service of `replicas` tasks."""
     return docker.ServiceModeArgs(replicated=docker.ServiceModeReplicatedArgs(replicas=replicas))
 

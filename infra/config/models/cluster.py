@@ -25,6 +25,17 @@ _LABEL_KEY = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
+def user_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Labels a user adds (to nodes, to services): lower-case keys, none in `dss.`."""
+    for key in labels:
+        if not _LABEL_KEY.match(key) or key.startswith("dss."):
+            raise ValueError(
+                f"label key {key!r} is not allowed; allowed: lower-case "
+                "[a-z0-9._-] keys, not starting with the reserved prefix 'dss.'"
+            )
+    return labels
+
+
 class Gpus(_Model):
     """The GPUs a host declares."""
 
@@ -112,13 +123,7 @@ class Host(_Model):
     @field_validator("labels")
     @classmethod
     def _label_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if not _LABEL_KEY.match(key) or key.startswith("dss."):
-                raise ValueError(
-                    f"label key {key!r} is not allowed; allowed: lower-case "
-                    "[a-z0-9._-] keys, not starting with the reserved prefix 'dss.'"
-                )
-        return v
+        return user_labels(v)
 
     @model_validator(mode="after")
     def _tcp_needs_tls(self) -> Host:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from infra.config.models.base import MODEL_CONFIG, Port
+from infra.config.models.cluster import user_labels
 from infra.config.units import duration_seconds, size_bytes
 
 
@@ -113,6 +114,15 @@ class Training(_Model):
     """Swarm restart policy. Default on-failure, 3 attempts."""
     cpu_only: bool = False
     """Train on CPU with gloo (the lab). Default false."""
+    service_labels: dict[str, str] = {}
+    """Extra labels on the `ds-master` and `ds-worker` services (a team, a cost centre,
+    a ticket). Service labels only, not the tasks' containers: changing them restarts
+    no task. Keys lower-case, none in `dss.`. Default none."""
+
+    @field_validator("service_labels")
+    @classmethod
+    def _service_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        return user_labels(v)
 
     @field_validator("stop_grace_period")
     @classmethod

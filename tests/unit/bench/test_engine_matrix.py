@@ -51,3 +51,32 @@ def test_table_row_names_engine_counts_and_verdicts(tmp_path: Path) -> None:
     line = m.table([row]).splitlines()[2]
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells == ["28", "28.5.2", "4", "3", "1", "600", "82", "pass", "1/2", "skipped", "FAIL"]
+
+
+RESTARTS = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest"><properties>
+<property name="restarts.node-label" value="{&quot;tasks&quot;: 1, &quot;processes&quot;: 2}"/>
+<property name="restarts.service-label" value="{&quot;tasks&quot;: 0, &quot;processes&quot;: 0}"/>
+<property name="other" value="x"/>
+</properties>
+<testcase classname="tests.engine.test_restarts" name="test_change_restarts_no_training[x]"/>
+</testsuite></testsuites>
+"""
+
+
+def test_restart_counts_read_from_suite_properties(tmp_path: Path) -> None:
+    """Each `restarts.<change>` property is (tasks, processes); other properties are ignored."""
+    junit = tmp_path / "junit.xml"
+    junit.write_text(RESTARTS)
+    assert m.restart_counts(junit) == {"node-label": (1, 2), "service-label": (0, 0)}
+
+
+def test_restart_table_has_a_column_per_change() -> None:
+    """The second table lists every change any row measured; a row without it shows '-'."""
+    rows = [
+        m.Row("20.10", restarts={"node-label": (1, 2), "service-label": (0, 0)}),
+        m.Row("28", restarts={"service-label": (0, 0)}),
+    ]
+    lines = m.table(rows).splitlines()
+    assert "| engine | node-label | service-label |" in lines
+    assert "| 20.10 | 1/2 | 0/0 |" in lines and "| 28 | - | 0/0 |" in lines

@@ -152,6 +152,15 @@ def test_replica_counts_only_as_integers() -> None:
     assert impact is Impact.MOVES and "replicas 1 -> ?" in why, why
 
 
+def test_training_service_label_update_restarts_nothing() -> None:
+    """An update of a training service's labels alone keeps its tasks; with the task spec
+    too, Swarm rolls them."""
+    labels = ("labels",)
+    assert assess(Role.TRAINING_SERVICE, "update", labels, {}, {})[0] is Impact.NONE
+    both = ("labels", "taskSpec.containerSpec.env")
+    assert assess(Role.TRAINING_SERVICE, "update", both, {}, {})[0] is Impact.RESTARTS
+
+
 def test_every_role_has_verdicts() -> None:
     """Each role has a verdict row, the last of which matches any operation."""
     for role in Role:

@@ -43,6 +43,9 @@ class Mocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        self.engine: str | None = None
+        """The Docker version every host's facts report (None: facts not read, as
+        in a first preview)."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(args)
@@ -62,6 +65,9 @@ class Mocks(pulumi.runtime.Mocks):
                 }
                 for n in range(int(args.inputs["expected_tasks"]))
             ]
+        facts = args.typ == "pulumi-python:dynamic:Resource" and "needed_mtu" in args.inputs
+        if facts and self.engine is not None:
+            outs["observed"] = {"docker_version": self.engine}
         if args.typ == "pulumi-python:dynamic:Resource" and "comment" in args.inputs:
             outs["private_key"] = "-----BEGIN OPENSSH PRIVATE KEY-----mock"
             outs["public_key"] = "ssh-ed25519 AAAAmock"

@@ -292,6 +292,38 @@ def test_drained_host_gets_no_task(mocks: Mocks, raw: dict[str, Any], tmp_path: 
     assert mocks.named("unit-launch-roster").inputs["expected_tasks"] == 2
 
 
+@pytest.mark.parametrize(("engine", "tasks"), [("20.10.24+dfsg1", 3), ("28.5.2", 0)])
+def test_warmup_tasks_follow_the_engine(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path, engine: str, tasks: int
+) -> None:
+    """`ds-net-warmup` has a task per active host where the hosts' facts read an engine
+    with the overlay defect (20.10), and none on a current engine."""
+    mocks.engine = engine
+    run_program(raw, tmp_path)
+    svcs = {r.inputs["name"]: r for r in mocks.by_type(SERVICE)}
+    assert svcs["ds-net-warmup"].inputs["mode"]["replicated"]["replicas"] == tasks
+
+
+def test_service_labels_reach_the_services_not_the_digest(
+    raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """`training.service_labels` label ds-master and ds-worker beside `dss.role`; the
+    task-spec digest the roster takes is the same as without them."""
+
+    def deploy(labels: dict[str, str]) -> Mocks:
+        m = Mocks()
+        pulumi.runtime.set_mocks(m, project="deepspeed-swarm", stack="unit", preview=False)
+        run_program({**raw, "training": {**raw["training"], "service_labels": labels}}, tmp_path)
+        return m
+
+    plain, labelled = deploy({}), deploy({"team": "nlp"})
+    for svc in labelled.by_type(SERVICE):
+        if svc.inputs["name"] in ("ds-master", "ds-worker"):
+            assert {"label": "team", "value": "nlp"} in svc.inputs["labels"], svc.name
+    digest = [m.named("unit-launch-roster").inputs["task_spec_digest"] for m in (plain, labelled)]
+    assert digest[0] == digest[1], "service labels changed the task-spec digest"
+
+
 def test_jupyter_is_off_by_default(dev_graph: Mocks, dev_program: dict[str, Any]) -> None:
     """Without `jupyter.enabled` there is no notebook service and no token."""
     names = {r.inputs["name"] for r in dev_graph.by_type(SERVICE)}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra.layout import MIN_DOCKER_ENGINE
-from infra.providers.gpuruntime import release_key
+from infra.versions import release_key
 from lab import config as c
 from lab import engine_install as ei
 from lab import engines as e

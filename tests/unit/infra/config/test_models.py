@@ -88,6 +88,15 @@ def test_reserved_label_prefix(raw: dict[str, Any]) -> None:
     ]
 
 
+def test_service_labels_follow_the_label_rule(raw: dict[str, Any]) -> None:
+    """The training services' extra labels obey the same key rule as node labels."""
+    raw["training"]["service_labels"] = {"team": "nlp", "dss.role": "x"}
+    assert problems(raw) == [
+        "training.service_labels: label key 'dss.role' is not allowed; allowed: lower-case "
+        "[a-z0-9._-] keys, not starting with the reserved prefix 'dss.'"
+    ]
+
+
 def test_bad_grace_period(raw: dict[str, Any]) -> None:
     """A stop grace period Docker cannot parse is refused with the allowed forms."""
     raw["training"]["stop_grace_period"] = "2 minutes"

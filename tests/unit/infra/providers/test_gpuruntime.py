@@ -12,7 +12,6 @@ import pytest
 from infra.providers.gpuruntime import (
     TOOLKIT_SCRIPT,
     effective_mode,
-    release_key,
     runtime_isolates,
     runtime_problem,
 )
@@ -75,14 +74,6 @@ def test_script_reports_an_unset_mode_as_empty(tmp_path: Path) -> None:
 def test_script_prints_nothing_without_a_version(tmp_path: Path) -> None:
     """An nvidia-ctk that reports no version gives no toolkit lines at all."""
     assert toolkit_facts(tmp_path, None, CONFIG_1_18.format(mode="legacy")) == ""
-
-
-def test_release_key() -> None:
-    """Numeric release first; a `-` suffix is a pre-release, a `+` suffix build metadata."""
-    assert release_key("1.19.0-rc.2") == ((1, 19, 0), False)
-    assert release_key("20.10.24+dfsg1") == ((20, 10, 24), True)
-    assert release_key("v1.18") == ((1, 18, 0), True)
-    assert release_key("1.19.0-rc.7") < release_key("1.19.0") < release_key("1.19.1")
 
 
 @pytest.mark.parametrize(

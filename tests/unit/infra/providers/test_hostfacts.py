@@ -176,6 +176,30 @@ def test_old_engine_is_named() -> None:
     ]
 
 
+@pytest.mark.parametrize("version", ["23.0.2", "24.0.7", "25.0.2"])
+def test_counted_resources_defect_refused_on_gpu_host(version: str) -> None:
+    """A GPU host on an engine whose Swarm rejects counted resources is refused, naming
+    host, version, the upstream fix and the engine to upgrade to."""
+    problems = engine_problem("gpu-01", {"docker_version": version}, gpus=8)
+    assert problems == [
+        f"host gpu-01: Docker engine {version} rejects every task that reserves GPUs as "
+        "generic resources ('assigned node no longer meets constraints', "
+        "moby/swarmkit#3162, from 23.0.2 until 25.0.3); upgrade the engine to 25.0.3 or newer"
+    ]
+
+
+@pytest.mark.parametrize("version", ["20.10.24", "23.0.1", "25.0.3", "26.1.5+dfsg1", "28.5.2"])
+def test_gpu_host_outside_the_defect_passes(version: str) -> None:
+    """A GPU host on an engine before 23.0.2 or from 25.0.3 on passes."""
+    assert engine_problem("gpu-01", {"docker_version": version}, gpus=8) == []
+
+
+@pytest.mark.parametrize("version", ["20.10.24", "23.0.2", "24.0.7", "25.0.3", "28.5.2"])
+def test_counted_resources_defect_ignored_without_gpus(version: str) -> None:
+    """A host without GPUs reserves no counted resource: any engine from the minimum on passes."""
+    assert engine_problem("cpu-01", {"docker_version": version}, gpus=0) == []
+
+
 def provider_props(**expected: Any) -> dict[str, Any]:
     """A facts resource's inputs for host gpu-01 (what the component registers)."""
     return {
