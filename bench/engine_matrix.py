@@ -1,7 +1,7 @@
 """The engine matrix: the engine suite (and optionally the acceptance suite) once per lab
 Docker engine, side by side in one table.
 
-    python -m bench.engine_matrix [--engines 20.10 28] [--suites tests/engine] [-k EXPR]
+    python -m bench.engine_matrix [--engines 20.10 28] [--suites tests/engine ...] [-k EXPR]
 
 Each row runs `pytest <suites>` with DSS_LAB_ENGINE=<engine>, so every `lab up` of that
 run (the engine suite's fixtures, the acceptance suite's 9-host lab) starts that engine,
@@ -10,7 +10,8 @@ looks for are named tests of tests/engine: the first `up` (its time includes `pu
 from nothing, the fixture's setup), the no-op checks, the drift cases, the upgrade from
 the previous commit, and the service update that must restart no task. A second table
 gives, per engine, the training tasks and processes each change of
-tests/engine/test_restarts.py restarted (its `restarts.<change>` test-suite properties).
+tests/acceptance/test_restarts.py restarted (its `restarts.<change>` test-suite
+properties). The default suites are the engine suite and that module.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ DRIFT_PREFIX = "test_drift_"
 UPGRADE = ("test_preview_after_upgrade_is_a_no_op", "test_up_after_upgrade_restarts_nothing")
 NO_RESTART = ("test_label_update_keeps_the_tasks", "test_change_restarts_no_training")
 RESTARTS_PREFIX = "restarts."
+SUITES = ("tests/engine", "tests/acceptance/test_restarts.py")
 
 
 SEVERITY = ("passed", "skipped", "failed", "error")
@@ -160,7 +162,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.engine_matrix", description=__doc__)
     ap.add_argument("--engines", nargs="+", default=[engines.SYSTEM, engines.CURRENT])
-    ap.add_argument("--suites", nargs="+", default=["tests/engine"])
+    ap.add_argument("--suites", nargs="+", default=list(SUITES))
     ap.add_argument("-k", dest="keyword", help="pytest -k expression for every row")
     args = ap.parse_args(argv)
     for name in args.engines:

@@ -10,7 +10,7 @@ Swarm secret the training tasks do not mount (JupyterLab's token, with its servi
 After each, the tasks are watched for SETTLE_S: a replaced training task or a training
 process with a new pid or start time counts as a restart. The counts go to the JUnit
 report as test-suite properties (`restarts.<change>`), which `python -m bench.engine_matrix`
-prints per engine.
+prints per engine (its default suites include this module).
 
 Expected: none on an engine with the swarmkit fix (23.0.2 on). On 20.10 the
 constraint enforcer rejects a GPU-reserving task when its node is updated
@@ -44,7 +44,9 @@ from infra.layout import OVERLAY_ATTACH_FIXED_IN
 from infra.versions import older_than
 from tests.engine.conftest import MakeStack
 
-pytestmark = pytest.mark.engine
+# In the acceptance layer (scripts/acceptance, the engine matrix), not the test command:
+# about 9 minutes, which a cold CI run cannot spare.
+pytestmark = pytest.mark.acceptance
 
 RUN = "restarttest"
 SECRET = "wandb-restarts-8c2e-not-for-logs"
@@ -183,7 +185,7 @@ def test_change_restarts_no_training(
     )
     if got != (0, 0):
         # Today's route back (issue 20): `up` re-reads the tasks and relaunches.
-        deployed.pulumi("up", "--refresh", "--yes", "--skip-preview")
+        deployed.pulumi("up", "--yes", "--skip-preview")
     wait_for_steps(2)
     assert got == expected(change), (
         f"{change} on engine {engine()}: {got[0]} training task(s) replaced, "
