@@ -152,9 +152,7 @@ def table(rows: list[Row]) -> str:
             "|" + " --- |" * (len(changes) + 1),
         ]
         for r in rows:
-            cells = [
-                "/".join(map(str, r.restarts[c])) if c in r.restarts else "-" for c in changes
-            ]
+            cells = ["/".join(map(str, r.restarts[c])) if c in r.restarts else "-" for c in changes]
             lines.append(f"| {r.engine} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
