@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import ROOT
 from harness.waits import retry
+from infra.layout import TRAINING_SERVICES
 from lab import config as c
 
 if TYPE_CHECKING:
@@ -141,8 +142,6 @@ def ident(obj: Model) -> str:
 
 def running_training_tasks() -> dict[str, set[str]]:
     """Running task ids per training service, as the leader (lab host 1) lists them."""
-    from infra.layout import TRAINING_SERVICES
-
     api: Any = client(1).api  # docker-py's low-level API is untyped
     out: dict[str, set[str]] = {}
     for service in TRAINING_SERVICES:
@@ -155,8 +154,6 @@ def training_processes(hosts: int) -> dict[str, set[str]]:
     """Per training task container on lab hosts 1..hosts, the `pid start-time` of every
     training process in it (the launcher and its ranks): a restarted process has a new
     pid or start time."""
-    from infra.layout import TRAINING_SERVICES
-
     out: dict[str, set[str]] = {}
     for i in range(1, hosts + 1):
         for ctr in client(i).containers.list():

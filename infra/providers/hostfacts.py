@@ -13,7 +13,7 @@ before any service is created on a host that lacks GPUs, whose NIC cannot carry
 the overlay, whose NVIDIA driver is older than the configured minimum, whose NVIDIA
 container toolkit ignores Swarm's GPU assignment (infra/providers/gpuruntime.py), or
 whose Docker engine is older than MIN_DOCKER_ENGINE (infra/layout.py), or, with
-GPUs, one whose Swarm rejects tasks reserving counted resources (24.x to 25.0.2).
+GPUs, one whose Swarm rejects tasks reserving counted resources (23.0.2 to 25.0.2).
 """
 
 from __future__ import annotations
@@ -176,8 +176,11 @@ def engine_problem(host: str, observed: dict[str, Any], gpus: int = 0) -> list[s
             f"host {host}: Docker engine {version} is older than the minimum "
             f"{MIN_DOCKER_ENGINE} (infra/layout.py MIN_DOCKER_ENGINE); upgrade the engine"
         ]
-    fixed, broken_again = OVERLAY_ATTACH_FIXED_IN, COUNTED_RESOURCES_FIXED_IN
-    if gpus and not older_than(version, fixed) and older_than(version, broken_again):
+    if (
+        gpus
+        and not older_than(version, OVERLAY_ATTACH_FIXED_IN)
+        and older_than(version, COUNTED_RESOURCES_FIXED_IN)
+    ):
         return [
             f"host {host}: Docker engine {version} rejects every task that reserves GPUs "
             f"as generic resources ('assigned node no longer meets constraints', "

@@ -28,14 +28,16 @@ from harness import ROOT
 from harness.configs import dev_config
 from harness.lab import client, logged_steps, running_training_tasks, training_processes
 from harness.stack import Stack, project_env
-from infra.layout import OVERLAY_ATTACH_FIXED_IN, WARMUP_SERVICE
-from infra.versions import older_than
+from infra.components.services import warmup_replicas
+from infra.layout import WARMUP_SERVICE
 from tests.engine.conftest import MakeStack
 from tests.engine.test_stack import changed_paths
 
 pytestmark = pytest.mark.engine
 
 RUN = "upgradetest"
+HOSTS = 2
+"""The dev stack's lab hosts, every one active."""
 SECRET = "wandb-upgrade-3d1f-not-for-logs"
 Snapshot = tuple[dict[str, set[str]], dict[str, set[str]]]
 """Running task ids per training service, and training processes per task container."""
@@ -90,10 +92,10 @@ def expected_changes() -> dict[str, set[str]]:
       a service no training task depends on at run time.
     """
     api: Any = client(1).api  # docker-py's low-level API is untyped
-    engine = str(client(1).version()["Version"])
+    engine = {"docker_version": str(client(1).version()["Version"])}
     (warmup,) = api.services(filters={"name": WARMUP_SERVICE})
     replicas = int(warmup["Spec"]["Mode"]["Replicated"]["Replicas"])
-    if replicas and not older_than(engine, OVERLAY_ATTACH_FIXED_IN):
+    if replicas != warmup_replicas(HOSTS, [engine] * HOSTS):
         return {"train-net-warmup": {"mode.replicated.replicas"}}
     return {}
 
@@ -130,7 +132,7 @@ def upgraded(
     while time.monotonic() < deadline and len(logged_steps(RUN)) < 3:
         time.sleep(5)
     assert len(logged_steps(RUN)) >= 3, "the base program's run logged no steps in 600 s"
-    before = (running_training_tasks(), training_processes(2))
+    before = (running_training_tasks(), training_processes(HOSTS))
     assert all(before[0].values()) and all(before[1].values()), f"nothing training: {before}"
     yield stack, before
     # The new program destroys what the old one made (make_stack's cleanup).
@@ -155,7 +157,7 @@ def test_up_after_upgrade_restarts_nothing(upgraded: tuple[Stack, Snapshot]) -> 
     else:
         stack.pulumi("up", "--yes", "--expect-no-changes", "--skip-preview")
     assert running_training_tasks() == tasks, "a training task was replaced by the upgrade"
-    assert training_processes(2) == processes, "a training process restarted"
+    assert training_processes(HOSTS) == processes, "a training process restarted"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and max(logged_steps(RUN)) <= step:
         time.sleep(5)
@@ -168,4 +170,4 @@ def test_refresh_after_upgrade_is_clean(upgraded: tuple[Stack, Snapshot]) -> Non
     stack, (tasks, processes) = upgraded
     stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
     stack.pulumi("preview", "--refresh", "--expect-no-changes")
-    assert running_training_tasks() == tasks and training_processes(2) == processes
+    assert running_training_tasks() == tasks and training_processes(HOSTS) == processes
