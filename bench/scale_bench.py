@@ -43,7 +43,12 @@ def stack(n: int, key_file: str) -> dict[str, Any]:
     ]
     return {
         "hosts": hosts,
-        "network": {"mtu": 9000, "underlay_mtu": 9100, "subnet": "10.250.0.0/16"},
+        "network": {
+            "mtu": 9000,
+            "underlay_mtu": 9100,
+            "subnet": "10.250.0.0/16",
+            "data_plane": "host",
+        },
         "image": {"registry": "registry.train.internal:5000"},
         "training": {"gpus_per_node": 8, "ds_config": "/opt/dss/ds_config.json"},
         # The launch reads the key file while the program runs (a dummy here).

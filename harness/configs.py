@@ -10,6 +10,7 @@ validated model the providers' lab tests call with.
 from __future__ import annotations
 
 import copy
+import os
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -23,14 +24,29 @@ if TYPE_CHECKING:
 
 NS = "deepspeed-swarm"
 HOSTS, TRAINING, SECRETS = f"{NS}:hosts", f"{NS}:training", f"{NS}:secrets"
+NETWORK = f"{NS}:network"
 
 
 def committed(stack: str, **training: Any) -> dict[str, Any]:
-    """`Pulumi.<stack>.yaml`'s config, secrets left out, with training overrides."""
+    """`Pulumi.<stack>.yaml`'s config, secrets left out, with training overrides.
+
+    `DSS_DATA_PLANE` (overlay | host), when set, is every such stack's
+    `network.data_plane`: the engine and acceptance suites then run on that data plane
+    (docs/dataplane.md, "Both data planes")."""
     doc: dict[str, Any] = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
     doc.pop(SECRETS, None)
     doc[TRAINING] = {**doc[TRAINING], **training}
+    plane = os.environ.get("DSS_DATA_PLANE")
+    if plane:
+        doc[NETWORK] = {**doc.get(NETWORK, {}), "data_plane": plane}
     return doc
+
+
+def on_data_plane(config: dict[str, Any], plane: str) -> dict[str, Any]:
+    """`config` (namespaced) with `network.data_plane` set to `plane`."""
+    out = copy.deepcopy(config)
+    out[NETWORK] = {**out.get(NETWORK, {}), "data_plane": plane}
+    return out
 
 
 def dev_config(**training: Any) -> dict[str, Any]:

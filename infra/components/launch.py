@@ -23,10 +23,9 @@ import pulumi
 import pulumi_command as command
 
 from infra.components.image import TrainingImage
-from infra.components.network import OverlayNetwork
 from infra.components.services import TrainingServices
 from infra.components.swarm import SwarmCluster
-from infra.config import Host, Preflight, Training, duration_seconds
+from infra.config import Host, Network, Preflight, Training, duration_seconds
 from infra.layout import MASTER_SERVICE, WORKER_SERVICE
 from infra.providers.roster import TaskRoster
 from infra.render.launch import (
@@ -45,17 +44,20 @@ from infra.render.launch import (
 @dataclass(frozen=True)
 class TrainingLaunchArgs:
     """The training job, its master and training hosts, how to reach them over SSH,
-    and the services, swarm, overlay and image the tasks run on."""
+    the data plane, and the services, swarm and image the tasks run on."""
 
     training: Training
     master: Host
     training_hosts: Sequence[Host]
     """The hosts with a training task when all are up: the roster expects one each."""
+    hosts: Sequence[Host]
+    """Every host: on the host data plane a task's address is its host's (a spare too)."""
+    network: Network
+    """`data_plane`: where the hostfile's addresses come from."""
     preflight: Preflight
     """`ssh_private_key_file`: the key the launch connects with (else the agent)."""
     services: TrainingServices
     swarm: SwarmCluster
-    network: OverlayNetwork
     image: TrainingImage
 
 
@@ -96,20 +98,25 @@ class TrainingLaunch(pulumi.ComponentResource):
         t = args.training
         slots = t.ranks_per_node
         image_ref = args.image.ref
+        roster_props: dict[str, Any] = {
+            "leader_endpoint": args.swarm.leader_endpoint,
+            "host_endpoints": args.swarm.endpoints,
+            "services": args.services.service_names,
+            "network_id": args.services.training_network_id,
+            "expected_tasks": len(args.training_hosts),
+            # A new image, or any task-spec update, restarts every task: wait
+            # for and re-read the new ones.
+            "image_ref": image_ref,
+            "task_spec_digest": args.services.task_spec_digest,
+            "timeout_s": 600,
+        }
+        if args.network.data_plane == "host":
+            # A task on the host network has no address of its own: its host's
+            # (hosts[].address), where its sshd and the rendezvous listen.
+            roster_props["node_addresses"] = {h.name: h.address for h in args.hosts}
         self.roster = TaskRoster(
             f"{name}-roster",
-            {
-                "leader_endpoint": args.swarm.leader_endpoint,
-                "host_endpoints": args.swarm.endpoints,
-                "services": args.services.service_names,
-                "network_id": args.network.network_id,
-                "expected_tasks": len(args.training_hosts),
-                # A new image, or any task-spec update, restarts every task: wait
-                # for and re-read the new ones.
-                "image_ref": image_ref,
-                "task_spec_digest": args.services.task_spec_digest,
-                "timeout_s": 600,
-            },
+            roster_props,
             pulumi.ResourceOptions(parent=self, depends_on=args.services.gpu_services),
         )
         entries = self.roster.entries.apply(lambda es: cast(list[RosterEntry], es))

@@ -34,7 +34,7 @@ import pulumi_docker as docker
 from infra.components.image import distribute, image_name
 from infra.components.network import OverlayNetwork
 from infra.components.swarm import SwarmCluster
-from infra.config import Host, Image, Training
+from infra.config import Host, Image, Network, Training
 from infra.config import Monitoring as MonitoringConfig
 from infra.render import prometheus, specs
 from infra.render.digest import content_hash, tree_hash
@@ -52,9 +52,13 @@ class MonitoringArgs:
     training: Training
     workers: Sequence[Host]
     master: Host
+    network: Network
+    """`data_plane`: how Prometheus finds the ranks (Swarm DNS, or the hosts' addresses)."""
+    active_hosts: Sequence[Host]
+    """On the host data plane, the hosts whose rank ports are scraped."""
     image: Image
     project_dir: Path
-    network: OverlayNetwork
+    overlay: OverlayNetwork
     swarm: SwarmCluster
 
 
@@ -114,11 +118,11 @@ class Monitoring(pulumi.ComponentResource):
             build,
             args.swarm.providers,
         )
-        network_id = args.network.network_id
+        network_id = args.overlay.network_id
         on_swarm = pulumi.ResourceOptions(
             parent=self,
             provider=args.swarm.manager_provider,
-            depends_on=[args.network, *args.swarm.members],
+            depends_on=[args.overlay, *args.swarm.members],
         )
 
         def swarm_config(

@@ -24,7 +24,7 @@ from infra.components.image import TrainingImage
 from infra.components.network import OverlayNetwork
 from infra.components.secrets import ClusterSecrets
 from infra.components.swarm import SwarmCluster
-from infra.config import Host, Monitoring, Training, size_bytes
+from infra.config import Host, Monitoring, Network, Training, size_bytes
 from infra.layout import (
     GPU_RESOURCE,
     IMAGE_HOME,
@@ -36,6 +36,7 @@ from infra.layout import (
     WARMUP_SERVICE,
     WORKER_SERVICE,
 )
+from infra.providers.hostnet import SwarmHostNetwork
 from infra.render import specs
 from infra.render.labels import (
     SPARE_CONSTRAINT,
@@ -54,6 +55,9 @@ class TrainingServicesArgs:
 
     training: Training
     monitoring: Monitoring
+    network: Network
+    """`data_plane`: the overlay or the hosts' own network; the NIC and RDMA settings
+    that reach the tasks' environment."""
     hosts: Sequence[Host]
     """Every host (their RDMA devices reach the tasks' environment)."""
     active_hosts: Sequence[Host]
@@ -64,7 +68,7 @@ class TrainingServicesArgs:
     """One standby task each."""
     secret_names: Sequence[str]
     image: TrainingImage
-    network: OverlayNetwork
+    overlay: OverlayNetwork
     secrets: ClusterSecrets
     swarm: SwarmCluster
     facts: HostFacts
@@ -232,6 +236,10 @@ class TrainingServices(pulumi.ComponentResource):
     service_names: list[str]
     task_spec_digest: pulumi.Output[str]
     """Changes whenever an update restarts the training tasks (see spec_digest)."""
+    host_network: SwarmHostNetwork | None
+    """Swarm's `host` network, read for its id (only with `network.data_plane: host`)."""
+    training_network_id: pulumi.Output[str]
+    """The network the training tasks are on: the overlay, or Swarm's `host` network."""
 
     def __init__(
         self, name: str, args: TrainingServicesArgs, opts: pulumi.ResourceOptions | None = None
@@ -239,10 +247,24 @@ class TrainingServices(pulumi.ComponentResource):
         super().__init__("deepspeed-swarm:services:TrainingServices", name, None, opts)
         t = args.training
         image_ref = args.image.ref
-        network_id = args.network.network_id
+        network_id = args.overlay.network_id
         secrets = args.secrets.secrets
         provider = args.swarm.manager_provider
-        depends_on: list[pulumi.Resource] = [args.image, args.network, args.secrets, args.facts]
+        depends_on: list[pulumi.Resource] = [args.image, args.overlay, args.secrets, args.facts]
+        # On the host data plane the training tasks join Swarm's `host` network (a
+        # service on it can join no other): by the id Swarm reads back (hostnet.py).
+        self.host_network = (
+            SwarmHostNetwork(
+                f"{name}-host-net",
+                {"leader_endpoint": args.swarm.leader_endpoint},
+                pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
+            )
+            if args.network.data_plane == "host"
+            else None
+        )
+        self.training_network_id = self.host_network.network_id if self.host_network else network_id
+        if self.host_network:
+            depends_on.append(self.host_network)
         spec = container_spec(args, image_ref, secrets)
         rp = t.restart_policy
 
@@ -271,7 +293,7 @@ class TrainingServices(pulumi.ComponentResource):
         def task_spec(role: str) -> docker.ServiceTaskSpecArgs:
             return docker.ServiceTaskSpecArgs(
                 container_spec=spec,
-                networks_advanceds=specs.overlay(network_id),
+                networks_advanceds=specs.overlay(self.training_network_id),
                 placement=specs.placement(placement_constraints(role), max_replicas=1),
                 resources=gpu_reservation(t.gpus_per_node),
                 restart_policy=specs.restart_policy(
@@ -323,7 +345,7 @@ class TrainingServices(pulumi.ComponentResource):
         self.workers = service(WORKER_SERVICE, "worker", n_workers) if n_workers else None
         self.service_names = [MASTER_SERVICE] + ([WORKER_SERVICE] if n_workers else [])
         self.task_spec_digest = spec_digest(
-            args, image_ref, network_id, *[s.id for s in secrets.values()]
+            args, image_ref, self.training_network_id, *[s.id for s in secrets.values()]
         )
         self.register_outputs(
             {"service_names": self.service_names, "task_spec_digest": self.task_spec_digest}

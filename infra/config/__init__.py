@@ -69,7 +69,9 @@ from infra.config.rules.training import (
     LAUNCHER_ENV,
     MIN_CHECKPOINT_GRACE_S,
     MIN_SHM_BYTES,
+    RDMA_DEBUG_ENV,
     STACK_ENV,
+    network_env,
 )
 from infra.config.stackfile import stack_file_values, stack_file_yaml
 from infra.config.units import duration_seconds, size_bytes
@@ -95,6 +97,7 @@ __all__ = [
     "MTU_MIN",
     "OVERLAY_ADDRS_PER_NODE",
     "PROJECT",
+    "RDMA_DEBUG_ENV",
     "README_END",
     "README_START",
     "RESERVED_TARGETS",
@@ -129,6 +132,7 @@ __all__ = [
     "config_reference",
     "duration_seconds",
     "load",
+    "network_env",
     "parse_stack_config",
     "readme_with_reference",
     "rules_reference",

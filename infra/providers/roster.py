@@ -1,12 +1,12 @@
 """TaskRoster: the running training tasks, read from the swarm (dynamic provider).
 
 It waits until every task of the training services runs, then records task ->
-node -> overlay address -> GPU UUIDs from the swarm API, and refuses when two
-tasks hold the same GPU. Its `read` re-reads the tasks, so a refresh after a task
-moved shows a new hostfile; it also re-reads them whenever the services'
-task-spec digest changes (an update restarts tasks), and its diff notices tasks
-that Swarm moved (see `tasks_moved`). infra/components/launch.py renders the
-hostfile from it and starts the launcher.
+node -> address (on the overlay, or its host's on the host data plane) -> GPU
+UUIDs from the swarm API, and refuses when two tasks hold the same GPU. Its
+`read` re-reads the tasks, so a refresh after a task moved shows a new hostfile;
+it also re-reads them whenever the services' task-spec digest changes (an update
+restarts tasks), and its diff notices tasks that Swarm moved (see `tasks_moved`).
+infra/components/launch.py renders the hostfile from it and starts the launcher.
 """
 
 from __future__ import annotations
@@ -64,12 +64,16 @@ def _roster(props: dict[str, Any]) -> list[RosterEntry]:
     nodes = {n["ID"]: node_hostname(n) for n in api.nodes()}
     entries: list[RosterEntry] = []
     clients: dict[str, Any] = {}
+    # On the host data plane (infra/components/launch.py sets these): the host's address.
+    node_addresses: dict[str, str] = props.get("node_addresses") or {}
     for svc, t in _running_tasks(api, props):
         address = ""
         for att in t.get("NetworksAttachments") or []:
             if att["Network"]["ID"] == props["network_id"] and att.get("Addresses"):
                 address = att["Addresses"][0].split("/")[0]
         node = nodes.get(t["NodeID"], t["NodeID"])
+        if node_addresses:
+            address = node_addresses.get(node, "")
         container = t["Status"].get("ContainerStatus", {}).get("ContainerID", "")
         entries.append(
             {
@@ -141,6 +145,7 @@ class TaskRosterProvider(BoundaryProvider):
         keys = (
             "services",
             "network_id",
+            "node_addresses",
             "expected_tasks",
             "image_ref",
             "task_spec_digest",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from infra.config import Host
+from infra.config import RDMA_DEBUG_ENV, Host, network_env
 from infra.layout import DATA_MOUNT, SECRETS_DIR, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
 from infra.render.sections import HasMaster, TaskEnvSource
 
@@ -45,9 +45,6 @@ def training_env(cfg: TaskEnvSource) -> dict[str, str]:
         "DSS_SSH_PUBLIC_KEY_FILE": f"{SECRETS_DIR}/{SSH_PUBLIC_KEY_FILE}",
         "DSS_REQUIRE_SSH_KEY": "1",
         "DSS_DATA_DIR": DATA_MOUNT,
-        # Tasks talk over the overlay's interface; the underlay stays for Swarm.
-        "NCCL_SOCKET_IFNAME": "eth0",
-        "GLOO_SOCKET_IFNAME": "eth0",
     }
     if t.cpu_only:
         env["DS_ACCELERATOR"] = "cpu"
@@ -56,13 +53,13 @@ def training_env(cfg: TaskEnvSource) -> dict[str, str]:
         # labelled with the Swarm node it runs on (a template Swarm fills in per task).
         env["DSS_METRICS_PORT"] = str(cfg.monitoring.rank_metrics_port)
         env["DSS_NODE"] = "{{.Node.Hostname}}"
-    rdma = {h.rdma_interface for h in cfg.hosts if h.rdma_interface}
-    if rdma:
-        env["NCCL_IB_HCA"] = ",".join(sorted(rdma))
-    else:
-        # No RDMA devices configured: tell NCCL not to probe for them.
-        env["NCCL_IB_DISABLE"] = "1"
-    return {**env, **t.env}
+    # The interfaces NCCL and gloo bind to (the overlay's, or the hosts' own NIC on the
+    # host data plane) and the RDMA devices: infra/config/rules/training.py network_env.
+    net = network_env(cfg.network, cfg.hosts)
+    # With RDMA, NCCL's INFO lines name the transport it chose (the launch checks
+    # them); defaults a stack may override, unlike the network variables.
+    debug = RDMA_DEBUG_ENV if "NCCL_NET" in net else {}
+    return {**env, **debug, **t.env, **net}
 
 
 def env_list(env: Mapping[str, str]) -> dict[str, str]:

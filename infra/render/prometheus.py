@@ -7,6 +7,11 @@ of every running task of a `dnsrr` service, so Prometheus (a task on the same
 overlay) finds each training task and node exporter without the Docker API. A
 training task runs `ranks_per_node` ranks, each serving on base port + local rank,
 so there is one DNS lookup per local rank.
+
+On the host data plane (`network.data_plane: host`) the training tasks are on no
+overlay and in no Swarm DNS: their ranks serve on their hosts' addresses, listed
+statically (every active host; a spare's targets carry `spare="true"`, and stay
+down until Swarm moves a task there, which the target-down alert does not count).
 """
 
 from __future__ import annotations
@@ -54,23 +59,42 @@ def train_targets(cfg: MonitoringSource) -> list[str]:
     return [f"tasks.{s}" for s in services]
 
 
+def host_targets(cfg: MonitoringSource) -> list[dict[str, Any]]:
+    """On the host data plane: every active host's rank ports, labelled by node."""
+    ports = [cfg.monitoring.rank_metrics_port + r for r in range(cfg.training.ranks_per_node)]
+    return [
+        {
+            "targets": [f"{h.address}:{p}" for p in ports],
+            "labels": {"node": h.name, **({"spare": "true"} if h.spare else {})},
+        }
+        for h in cfg.active_hosts
+    ]
+
+
 def scrape_configs(cfg: MonitoringSource) -> list[dict[str, Any]]:
     """Training ranks, node exporters, Prometheus itself."""
     mon = cfg.monitoring
     refresh = mon.scrape_interval
+    discovery: dict[str, Any] = (
+        {"static_configs": host_targets(cfg)}
+        if cfg.network.data_plane == "host"
+        else {
+            "dns_sd_configs": [
+                {
+                    "names": train_targets(cfg),
+                    "type": "A",
+                    "port": mon.rank_metrics_port + local_rank,
+                    "refresh_interval": refresh,
+                }
+                for local_rank in range(cfg.training.ranks_per_node)
+            ]
+        }
+    )
     train = {
         "job_name": TRAIN_JOB,
         # The ranks' own `run` label wins over the target's; `up` gets the target's.
         "honor_labels": True,
-        "dns_sd_configs": [
-            {
-                "names": train_targets(cfg),
-                "type": "A",
-                "port": mon.rank_metrics_port + local_rank,
-                "refresh_interval": refresh,
-            }
-            for local_rank in range(cfg.training.ranks_per_node)
-        ],
+        **discovery,
         # `up` of a rank's target carries its run, so an alert can ask whether the
         # other ranks of the run still answer.
         "relabel_configs": [{"target_label": "run", "replacement": cfg.training.run_name}],
@@ -169,6 +193,8 @@ def alert_rules(cfg: MonitoringSource) -> str:
     max_age = duration_seconds(a.checkpoint_max_age)
     labels = ["run", "rank", "node"]
     who = " ".join(f"{k} {{{{ $labels.{k} }}}}" for k in labels)
+    # A spare's static targets (host data plane) answer only after a failover.
+    rank_up = f'job="{TRAIN_JOB}"' + (', spare!="true"' if cfg.network.data_plane == "host" else "")
     rules = [
         {
             "alert": "DssRankStalled",
@@ -236,7 +262,7 @@ def alert_rules(cfg: MonitoringSource) -> str:
             "alert": "DssTargetDown",
             "expr": (
                 f'up{{job!="{TRAIN_JOB}"}} == 0\nor\n(\n'
-                f'  up{{job="{TRAIN_JOB}"}} == 0\n'
+                f"  up{{{rank_up}}} == 0\n"
                 f'  and on (run) (max by (run) (up{{job="{TRAIN_JOB}"}}) == 1)\n)\n'
             ),
             "for": window,

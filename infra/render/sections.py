@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from infra.config import Host, Monitoring, Training
+from infra.config import Host, Monitoring, Network, Training
 
 if TYPE_CHECKING:
     from infra.config import StackConfig
@@ -42,6 +42,9 @@ class TaskEnvSource(HasTraining, Protocol):
     def monitoring(self) -> Monitoring: ...
 
     @property
+    def network(self) -> Network: ...
+
+    @property
     def hosts(self) -> Sequence[Host]: ...
 
 
@@ -57,6 +60,12 @@ class MonitoringSource(HasTraining, Protocol):
 
     @property
     def monitoring(self) -> Monitoring: ...
+
+    @property
+    def network(self) -> Network: ...
+
+    @property
+    def active_hosts(self) -> Sequence[Host]: ...
 
     @property
     def workers(self) -> Sequence[Host]: ...

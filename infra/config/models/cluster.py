@@ -156,6 +156,17 @@ class Network(_Model):
     """Let standalone containers (debug shells) join. Default true."""
     encrypted: bool = False
     """IPsec-encrypt the data path (costs ~58 bytes of MTU and CPU). Default false."""
+    data_plane: Literal["overlay", "host"] = "overlay"
+    """Where the training tasks talk (NCCL, gloo, the launcher's SSH, the rendezvous).
+    `overlay`: on this overlay (VXLAN over `hosts[].nic`). `host`: on the hosts' own
+    network, the training tasks on Swarm's `host` network (sshd on
+    `training.sshd_port` of each host, the hostfile and rendezvous on
+    `hosts[].address`, NCCL and gloo on `hosts[].nic`, RDMA devices through the
+    NVIDIA runtime); everything else (monitoring, JupyterLab) stays on the overlay.
+    RDMA (`hosts[].rdma_interface`) needs `host`. Default `overlay`."""
+    rdma_gid_index: Annotated[int, Field(ge=0, le=255)] | None = None
+    """RoCE GID index NCCL uses (`NCCL_IB_GID_INDEX`), the same on every RDMA host; the
+    preflight checks it is a RoCE v2 GID on each. Default: unset (NCCL picks one)."""
 
     @field_validator("subnet")
     @classmethod

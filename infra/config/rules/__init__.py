@@ -171,8 +171,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "training.env",
         "error",
-        f"{', '.join(training.NETWORK_ENV)}: only the value the stack derives from the "
-        "overlay and hosts[].rdma_interface.",
+        f"{', '.join(training.NETWORK_ENV)}: only the value the stack derives from "
+        "network.data_plane, hosts[].nic, hosts[].rdma_interface and network.rdma_gid_index.",
         training.env_network,
     ),
     Rule(
@@ -219,6 +219,31 @@ RULES: tuple[Rule, ...] = (
         "With JupyterLab: not a port Swarm holds, the master host's SSH port nor (with "
         "monitoring) Prometheus' port, all on the master host.",
         ports.jupyter_port,
+    ),
+    Rule(
+        "network.data_plane",
+        "error",
+        "With 'host': the training tasks' ports (sshd, rendezvous, rank metrics) clear of "
+        "the hosts' SSH ports and of what the master publishes.",
+        ports.host_data_plane_ports,
+    ),
+    Rule(
+        "hosts[].nic",
+        "error",
+        "With network.data_plane 'host': one interface name on every active host.",
+        network.data_plane_nic,
+    ),
+    Rule(
+        "network.data_plane",
+        "error",
+        "'host' wherever a host declares an rdma_interface (RDMA cannot reach the overlay).",
+        network.rdma_needs_host,
+    ),
+    Rule(
+        "network.rdma_gid_index",
+        "error",
+        "Only with an rdma_interface on some host.",
+        network.rdma_gid_index,
     ),
     Rule(
         "monitoring.enabled",

@@ -99,3 +99,46 @@ def subnet_pools(cfg: StackConfig) -> list[str]:
         for pool, what in DOCKER_POOLS.items()
         if net.version == 4 and net.overlaps(ipaddress.IPv4Network(pool))
     ]
+
+
+def data_plane_nic(cfg: StackConfig) -> list[str]:
+    # NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are one value for every task (a
+    # service's environment is the same on every node): one interface name it is.
+    if cfg.network.data_plane != "host":
+        return []
+    by_nic: dict[str, list[str]] = {}
+    for h in cfg.active_hosts:
+        by_nic.setdefault(h.nic, []).append(h.name)
+    if len(by_nic) < 2:
+        return []
+    seen = "; ".join(f"{nic!r} on {', '.join(names)}" for nic, names in sorted(by_nic.items()))
+    return [
+        f"hosts[].nic: the active hosts name {len(by_nic)} interfaces ({seen}), and with "
+        "network.data_plane 'host' NCCL and gloo bind to one name on every host; allowed: "
+        "one nic for every active host (rename the interfaces, e.g. with a udev rule)"
+    ]
+
+
+def rdma_needs_host(cfg: StackConfig) -> list[str]:
+    # Inside a task on the overlay, RoCE cannot work: the RDMA device's GIDs belong to
+    # the host's interface, in another network namespace (NVIDIA's OFED refuses such
+    # addresses), and NCCL would fall back to sockets over VXLAN without a word.
+    rdma = [f"{h.name} ({h.rdma_interface})" for h in cfg.hosts if h.rdma_interface]
+    if not rdma or cfg.network.data_plane == "host":
+        return []
+    return [
+        f"network.data_plane: 'overlay' with hosts[].rdma_interface set on {', '.join(rdma)}; "
+        "RDMA cannot reach tasks on the overlay (their traffic would go over TCP "
+        "sockets, about a tenth of RDMA's bandwidth); allowed: network.data_plane "
+        "'host', or no rdma_interface"
+    ]
+
+
+def rdma_gid_index(cfg: StackConfig) -> list[str]:
+    index = cfg.network.rdma_gid_index
+    if index is None or any(h.rdma_interface for h in cfg.hosts):
+        return []
+    return [
+        f"network.rdma_gid_index: {index} but no host declares an rdma_interface; allowed: "
+        "unset, or set hosts[].rdma_interface"
+    ]

@@ -93,3 +93,33 @@ def jupyter_port(cfg: StackConfig) -> list[str]:
         f"jupyter.port: {port} is published on the master host, where it is {taken[port]}; "
         f"allowed: any port except {sorted(taken)}"
     ]
+
+
+def host_data_plane_ports(cfg: StackConfig) -> list[str]:
+    # On the host data plane the training tasks listen in each host's own network
+    # namespace: their sshd, the rendezvous and the ranks' metrics ports share it with
+    # the host's sshd and what the master host publishes. A clash fails at start (sshd
+    # cannot bind, the task restarts in a loop), which only `pulumi up` would tell.
+    if cfg.network.data_plane != "host":
+        return []
+    t, mon = cfg.training, cfg.monitoring
+    task_ports = {t.sshd_port: "training.sshd_port", t.master_port: "training.master_port"}
+    if mon.enabled:
+        for local_rank in range(t.ranks_per_node):
+            port = mon.rank_metrics_port + local_rank
+            task_ports.setdefault(port, f"monitoring.rank_metrics_port (local rank {local_rank})")
+    taken = {
+        h.ssh_port: f"hosts[{i}].ssh_port ({h.name})"
+        for i, h in reversed(list(enumerate(cfg.hosts)))
+        if h.availability == "active"
+    }
+    if mon.enabled:
+        taken[mon.prometheus_port] = "monitoring.prometheus_port (published on the master)"
+    if cfg.jupyter.enabled:
+        taken[cfg.jupyter.port] = "jupyter.port (published on the master)"
+    return [
+        f"{key}: {port} is also {taken[port]}, and with network.data_plane 'host' both "
+        f"are in the host's own network; allowed: any port except {sorted(taken)}"
+        for port, key in task_ports.items()
+        if port in taken
+    ]

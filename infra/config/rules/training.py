@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from infra.config.models.cluster import Host, Network
 from infra.config.units import duration_seconds, size_bytes
 
 if TYPE_CHECKING:
@@ -42,15 +44,29 @@ STACK_ENV = {
     "DS_ACCELERATOR": "training.cpu_only",
     "DSS_METRICS_PORT": "monitoring.rank_metrics_port",
     "DSS_NODE": "monitoring (the Swarm node's hostname)",
-    "NCCL_SOCKET_IFNAME": "network (the overlay, every task's eth0)",
-    "GLOO_SOCKET_IFNAME": "network (the overlay, every task's eth0)",
+    "NCCL_SOCKET_IFNAME": "network.data_plane (the overlay's eth0, or hosts[].nic on host)",
+    "GLOO_SOCKET_IFNAME": "network.data_plane (the overlay's eth0, or hosts[].nic on host)",
     "NCCL_IB_HCA": "hosts[].rdma_interface",
     "NCCL_IB_DISABLE": "hosts[].rdma_interface (set on no host)",
+    "NCCL_NET": "hosts[].rdma_interface (IB: never a silent fallback to sockets)",
+    "NVIDIA_MOFED": "hosts[].rdma_interface (the runtime injects the RDMA devices)",
+    "NCCL_IB_GID_INDEX": "network.rdma_gid_index",
 }
 # Of those, the ones an older stack file may still repeat with the value the stack
 # derives anyway (Pulumi.prod.yaml sets NCCL_SOCKET_IFNAME: eth0): only another
 # value is refused.
-NETWORK_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE")
+NETWORK_ENV = (
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_IB_DISABLE",
+    "NCCL_NET",
+    "NVIDIA_MOFED",
+    "NCCL_IB_GID_INDEX",
+)
+# With RDMA, NCCL says which transport it chose at INFO level (`NET/IB : Using ...`),
+# which the launch checks; a stack may still set its own NCCL_DEBUG.
+RDMA_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 # The task's interface on the overlay, its only network (infra/render/labels.py training_env).
 OVERLAY_IFNAME = "eth0"
 # Below this a final checkpoint of a real model rarely finishes before SIGKILL.
@@ -105,19 +121,44 @@ def env_owned(cfg: StackConfig) -> list[str]:
     return out
 
 
-def network_env(cfg: StackConfig) -> dict[str, str]:
-    """The NCCL and gloo variables infra/render/labels.py training_env derives (NETWORK_ENV)."""
-    env = {"NCCL_SOCKET_IFNAME": OVERLAY_IFNAME, "GLOO_SOCKET_IFNAME": OVERLAY_IFNAME}
-    rdma = sorted({h.rdma_interface for h in cfg.hosts if h.rdma_interface})
-    if rdma:
-        env["NCCL_IB_HCA"] = ",".join(rdma)
-    else:
+def task_ifname(network: Network, hosts: Sequence[Host]) -> str:
+    """The interface NCCL and gloo bind to: the overlay's, or on the host data plane the
+    hosts' own `nic` (one name on every active host: rules/network.py data_plane_nic)."""
+    if network.data_plane == "overlay":
+        return OVERLAY_IFNAME
+    nics = sorted({h.nic for h in hosts if h.availability == "active"})
+    return nics[0] if nics else OVERLAY_IFNAME
+
+
+def network_env(network: Network, hosts: Sequence[Host]) -> dict[str, str]:
+    """The NCCL and gloo variables the training tasks get from the network and hosts
+    (NETWORK_ENV): one place, read by the env rule and by infra/render/labels.py."""
+    nic = task_ifname(network, hosts)
+    env = {
+        # On the host data plane an exact name (NCCL reads a bare name as a prefix:
+        # `eth1` would also take `eth10`); gloo takes the name itself.
+        "NCCL_SOCKET_IFNAME": nic if network.data_plane == "overlay" else f"={nic}",
+        "GLOO_SOCKET_IFNAME": nic,
+    }
+    rdma = sorted({h.rdma_interface for h in hosts if h.rdma_interface})
+    if not rdma:
+        # No RDMA devices configured: tell NCCL not to probe for them.
         env["NCCL_IB_DISABLE"] = "1"
+        return env
+    env["NCCL_IB_HCA"] = ",".join(rdma)
+    # Only IB: without it NCCL falls back to sockets without a word, at a tenth of
+    # the bandwidth; with it a rank that cannot use the RDMA device fails its init.
+    env["NCCL_NET"] = "IB"
+    # The NVIDIA runtime adds /dev/infiniband (uverbs, rdma_cm) with their cgroup
+    # rules: Swarm itself cannot give a service devices (moby/swarmkit#1244).
+    env["NVIDIA_MOFED"] = "enabled"
+    if network.rdma_gid_index is not None:
+        env["NCCL_IB_GID_INDEX"] = str(network.rdma_gid_index)
     return env
 
 
 def env_network(cfg: StackConfig) -> list[str]:
-    derived = network_env(cfg)
+    derived = network_env(cfg.network, cfg.hosts)
     out = []
     for name, value in cfg.training.env.items():
         if name not in NETWORK_ENV or derived.get(name) == value:

@@ -71,6 +71,8 @@ class Mocks(pulumi.runtime.Mocks):
         if args.typ == "pulumi-python:dynamic:Resource" and "comment" in args.inputs:
             outs["private_key"] = "-----BEGIN OPENSSH PRIVATE KEY-----mock"
             outs["public_key"] = "ssh-ed25519 AAAAmock"
+        if args.typ == "pulumi-python:dynamic:Resource" and args.name.endswith("-host-net"):
+            outs["network_id"] = "swarm-host-network-id"
         if args.typ == "pulumi-python:dynamic:Resource" and args.name.endswith("-token"):
             outs["value"] = "mock-generated-token"
         return f"{args.name}-id", outs

@@ -160,14 +160,51 @@ def test_training_env_cpu_and_no_rdma(dev_raw: dict[str, Any]) -> None:
     assert env["DS_ACCELERATOR"] == "cpu" and env["NCCL_IB_DISABLE"] == "1"
 
 
-def test_training_env_rdma(raw: dict[str, Any]) -> None:
-    """RoCE hosts set NCCL_IB_HCA to their devices; user env wins last."""
+def rdma_raw(raw: dict[str, Any], gid_index: int | None = None) -> dict[str, Any]:
+    """`raw` on the host data plane with mlx5_0 on every host."""
     for h in raw["hosts"]:
         h["rdma_interface"] = "mlx5_0"
-    raw["training"]["env"] = {"NCCL_DEBUG": "INFO"}
+    raw["network"]["data_plane"] = "host"
+    if gid_index is not None:
+        raw["network"]["rdma_gid_index"] = gid_index
+    return raw
+
+
+def test_training_env_rdma(raw: dict[str, Any]) -> None:
+    """RoCE hosts set NCCL_IB_HCA to their devices; user env wins last."""
+    rdma_raw(raw)["training"]["env"] = {"NCCL_DEBUG": "WARN"}
     env = training_env(parse_stack_config(raw))
     assert env["NCCL_IB_HCA"] == "mlx5_0" and "NCCL_IB_DISABLE" not in env
-    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["NCCL_DEBUG"] == "WARN"
+
+
+def test_training_env_rdma_is_ib_only(raw: dict[str, Any]) -> None:
+    """With RDMA declared NCCL may use IB only (no silent socket fallback), the runtime
+    injects the RDMA devices, and NCCL logs its transport choice by default."""
+    env = training_env(parse_stack_config(rdma_raw(raw, gid_index=3)))
+    assert {k: env[k] for k in ("NCCL_NET", "NVIDIA_MOFED", "NCCL_IB_GID_INDEX")} == {
+        "NCCL_NET": "IB",
+        "NVIDIA_MOFED": "enabled",
+        "NCCL_IB_GID_INDEX": "3",
+    }
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+
+
+def test_training_env_host_data_plane_binds_the_hosts_nic(raw: dict[str, Any]) -> None:
+    """On the host data plane NCCL binds exactly the hosts' nic, gloo the same name."""
+    raw["network"]["data_plane"] = "host"
+    for h in raw["hosts"]:
+        h["nic"] = "ens1f0np0"
+    env = training_env(parse_stack_config(raw))
+    assert (env["NCCL_SOCKET_IFNAME"], env["GLOO_SOCKET_IFNAME"]) == ("=ens1f0np0", "ens1f0np0")
+
+
+def test_training_env_overlay_binds_eth0(raw: dict[str, Any]) -> None:
+    """On the overlay both bind the task's overlay interface, whatever the hosts' nic."""
+    for h in raw["hosts"]:
+        h["nic"] = "ens1f0np0"
+    env = training_env(parse_stack_config(raw))
+    assert (env["NCCL_SOCKET_IFNAME"], env["GLOO_SOCKET_IFNAME"]) == ("eth0", "eth0")
 
 
 def test_tree_hash_changes_with_content(tmp_path: Path) -> None:

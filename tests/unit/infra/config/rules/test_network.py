@@ -90,3 +90,49 @@ def test_subnet_room_for_monitoring(raw: dict[str, Any]) -> None:
         "network.subnet: 10.20.0.0/28 has 13 usable addresses but 4 hosts need 17; allowed: a "
         "prefix with at least 20 addresses"
     ]
+
+
+def test_rdma_on_the_overlay_is_refused(raw: dict[str, Any]) -> None:
+    """An RDMA device with the overlay data plane (silently TCP) is refused, naming hosts."""
+    raw["hosts"][1]["rdma_interface"] = "mlx5_0"
+    assert problems(raw) == [
+        "network.data_plane: 'overlay' with hosts[].rdma_interface set on gpu-02 (mlx5_0); "
+        "RDMA cannot reach tasks on the overlay (their traffic would go over TCP sockets, "
+        "about a tenth of RDMA's bandwidth); allowed: network.data_plane 'host', or no "
+        "rdma_interface"
+    ]
+
+
+def test_rdma_on_the_host_data_plane_passes(raw: dict[str, Any]) -> None:
+    """RDMA devices with the host data plane are accepted."""
+    raw["hosts"][1]["rdma_interface"] = "mlx5_0"
+    raw["network"]["data_plane"] = "host"
+    assert parse_stack_config(raw).network.data_plane == "host"
+
+
+def test_host_data_plane_needs_one_nic_name(raw: dict[str, Any]) -> None:
+    """On the host data plane, active hosts with different nic names are refused."""
+    raw["network"]["data_plane"] = "host"
+    raw["hosts"][2]["nic"] = "ens1f0np0"
+    assert problems(raw) == [
+        "hosts[].nic: the active hosts name 2 interfaces ('ens1f0np0' on gpu-03; 'eth0' on "
+        "gpu-01, gpu-02), and with network.data_plane 'host' NCCL and gloo bind to one name "
+        "on every host; allowed: one nic for every active host (rename the interfaces, e.g. "
+        "with a udev rule)"
+    ]
+
+
+def test_a_drained_host_may_name_another_nic(raw: dict[str, Any]) -> None:
+    """A drained host carries no training task: its nic does not count."""
+    raw["network"]["data_plane"] = "host"
+    raw["hosts"][2].update(nic="ens1f0np0", availability="drain")
+    assert parse_stack_config(raw).network.data_plane == "host"
+
+
+def test_gid_index_without_rdma_is_refused(raw: dict[str, Any]) -> None:
+    """network.rdma_gid_index with no RDMA device anywhere is refused."""
+    raw["network"]["rdma_gid_index"] = 3
+    assert problems(raw) == [
+        "network.rdma_gid_index: 3 but no host declares an rdma_interface; allowed: unset, "
+        "or set hosts[].rdma_interface"
+    ]

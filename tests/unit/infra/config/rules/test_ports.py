@@ -84,3 +84,30 @@ def test_jupyter_port_unchecked_when_off(raw: dict[str, Any]) -> None:
     """With JupyterLab off nothing is published: its port is not checked."""
     raw["jupyter"] = {"port": 22}
     assert not parse_stack_config(raw).jupyter.enabled
+
+
+def test_host_data_plane_sshd_port_clear_of_the_hosts_sshd(raw: dict[str, Any]) -> None:
+    """On the host data plane the tasks' sshd on a host's own SSH port is refused."""
+    raw["network"]["data_plane"] = "host"
+    raw["training"]["sshd_port"] = 22
+    assert problems(raw) == [
+        "training.sshd_port: 22 is also hosts[0].ssh_port (gpu-01), and with network.data_plane "
+        "'host' both are in the host's own network; allowed: any port except [22]"
+    ]
+
+
+def test_host_data_plane_rank_ports_clear_of_prometheus(raw: dict[str, Any]) -> None:
+    """On the host data plane a rank's metrics port on Prometheus' published port is refused."""
+    raw["network"]["data_plane"] = "host"
+    monitored(raw)["monitoring"].update(rank_metrics_port=9089, prometheus_port=9090)
+    assert problems(raw) == [
+        "monitoring.rank_metrics_port (local rank 1): 9090 is also monitoring.prometheus_port "
+        "(published on the master), and with network.data_plane 'host' both are in the host's "
+        "own network; allowed: any port except [22, 9090]"
+    ]
+
+
+def test_overlay_sshd_port_may_equal_the_hosts_sshd(raw: dict[str, Any]) -> None:
+    """On the overlay the tasks have their own network namespace: port 22 is theirs."""
+    raw["training"]["sshd_port"] = 22
+    assert parse_stack_config(raw).training.sshd_port == 22

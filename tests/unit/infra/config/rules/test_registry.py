@@ -27,6 +27,7 @@ HELPERS = {
     "dockerfile_args",
     "declared_args",
     "network_env",
+    "task_ifname",
 }
 
 

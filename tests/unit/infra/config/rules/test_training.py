@@ -85,8 +85,9 @@ def test_nccl_socket_ifname_overridden(raw: dict[str, Any]) -> None:
     """NCCL_SOCKET_IFNAME other than the overlay's interface is refused."""
     raw["training"]["env"] = {"NCCL_SOCKET_IFNAME": "ib0"}
     assert problems(raw) == [
-        "training.env: NCCL_SOCKET_IFNAME='ib0' overrides 'eth0', derived from network (the "
-        "overlay, every task's eth0); allowed: 'eth0' or unset (set that key instead)"
+        "training.env: NCCL_SOCKET_IFNAME='ib0' overrides 'eth0', derived from "
+        "network.data_plane (the overlay's eth0, or hosts[].nic on host); allowed: 'eth0' or "
+        "unset (set that key instead)"
     ]
 
 
@@ -109,6 +110,7 @@ def test_nccl_ib_disable_with_rdma(raw: dict[str, Any]) -> None:
     """NCCL_IB_DISABLE while hosts declare RDMA devices is refused."""
     for h in raw["hosts"]:
         h["rdma_interface"] = "mlx5_0"
+    raw["network"]["data_plane"] = "host"
     raw["training"]["env"] = {"NCCL_IB_DISABLE": "1"}
     assert problems(raw) == [
         "training.env: NCCL_IB_DISABLE='1' contradicts hosts[].rdma_interface (set on no "
@@ -124,19 +126,52 @@ def test_network_env_is_what_render_derives(raw: dict[str, Any], rdma: str | Non
 
     for h in raw["hosts"]:
         h["rdma_interface"] = rdma
+    raw["network"]["data_plane"] = "host" if rdma else "overlay"
     cfg = parse_stack_config(raw)
     env = training_env(cfg)
-    assert network_env(cfg) == {k: env[k] for k in NETWORK_ENV if k in env}
+    assert network_env(cfg.network, cfg.hosts) == {k: env[k] for k in NETWORK_ENV if k in env}
 
 
 def test_every_derived_variable_is_guarded(raw: dict[str, Any]) -> None:
     """Every variable training_env derives is in STACK_ENV (refused or pinned)."""
-    from infra.config import STACK_ENV
+    from infra.config import RDMA_DEBUG_ENV, STACK_ENV
 
     raw["hosts"][0]["rdma_interface"] = "mlx5_0"
+    raw["network"].update(data_plane="host", rdma_gid_index=3)
     raw["monitoring"] = {"enabled": True}
     env = training_env(parse_stack_config(raw))
-    assert set(env) <= set(STACK_ENV), set(env) - set(STACK_ENV)
+    # RDMA_DEBUG_ENV: defaults a stack may override (test_rdma_debug_env_is_overridable).
+    assert set(env) - set(RDMA_DEBUG_ENV) <= set(STACK_ENV), set(env) - set(STACK_ENV)
+
+
+def test_rdma_debug_env_is_overridable(raw: dict[str, Any]) -> None:
+    """NCCL_DEBUG, a default with RDMA, is the stack's own to set."""
+    raw["hosts"][0]["rdma_interface"] = "mlx5_0"
+    raw["network"]["data_plane"] = "host"
+    raw["training"]["env"] = {"NCCL_DEBUG": "WARN"}
+    assert training_env(parse_stack_config(raw))["NCCL_DEBUG"] == "WARN"
+
+
+def test_nccl_net_is_pinned_with_rdma(raw: dict[str, Any]) -> None:
+    """NCCL_NET=Socket with RDMA declared (the silent slow path) is refused."""
+    raw["hosts"][0]["rdma_interface"] = "mlx5_0"
+    raw["network"]["data_plane"] = "host"
+    raw["training"]["env"] = {"NCCL_NET": "Socket"}
+    assert problems(raw) == [
+        "training.env: NCCL_NET='Socket' overrides 'IB', derived from hosts[].rdma_interface "
+        "(IB: never a silent fallback to sockets); allowed: 'IB' or unset (set that key instead)"
+    ]
+
+
+def test_gid_index_in_env_is_refused_without_the_key(raw: dict[str, Any]) -> None:
+    """NCCL_IB_GID_INDEX in training.env points to network.rdma_gid_index."""
+    raw["hosts"][0]["rdma_interface"] = "mlx5_0"
+    raw["network"]["data_plane"] = "host"
+    raw["training"]["env"] = {"NCCL_IB_GID_INDEX": "3"}
+    assert problems(raw) == [
+        "training.env: NCCL_IB_GID_INDEX='3' contradicts network.rdma_gid_index, from which "
+        "the stack derives no NCCL_IB_GID_INDEX; allowed: unset (set that key instead)"
+    ]
 
 
 def test_shm_below_docker_default(raw: dict[str, Any]) -> None:
