@@ -155,6 +155,18 @@ class HostPaths:
         return self.dir / "toolkit-version"
 
     @property
+    def rdma_devinfo(self) -> Path:
+        """What the fake `ibv_devinfo -v -d <dev>` prints: one file per RDMA device, named
+        after it; none (as `lab up` leaves it): the host has no RDMA device."""
+        return self.dir / "ibv_devinfo"
+
+    @property
+    def kernel_modules(self) -> Path:
+        """The module lines (as `lsmod` prints them) the fake `lsmod` adds to its
+        header, e.g. `nvidia_peermem 16384 0`; absent: no module of interest loaded."""
+        return self.dir / "modules"
+
+    @property
     def toolkit_config(self) -> Path:
         """What the fake `nvidia-ctk config` prints (the runtime's config.toml); absent:
         the toolkit's defaults, whose `mode` is "auto"."""

@@ -131,6 +131,78 @@ esac
 """
 
 
+def render_fake_ibv_devinfo(paths: HostPaths) -> str:
+    """A stand-in rdma-core `ibv_devinfo` answering `-v -d <dev>` (the host facts'
+    query) from the host's files, in the real tool's format (its text is what a test
+    writes: render_devinfo, from devinfo.c's printf formats). A device
+    without a file is not there: the real tool's message and exit status."""
+    d = shlex.quote(str(paths.rdma_devinfo))
+    return f"""#!/bin/sh
+# written by `python -m lab up`: a fake ibv_devinfo for lab host {paths.index}
+dev=""
+while [ $# -gt 0 ]; do
+  case "$1" in -d) dev="$2"; shift ;; -d*) dev="${{1#-d}}" ;; esac
+  shift
+done
+if [ -z "$dev" ]; then
+  dev=$(ls {d} 2>/dev/null | head -n1)
+  [ -n "$dev" ] || {{ echo "No IB devices found"; exit 0; }}
+fi
+[ -f {d}/"$dev" ] || {{ echo "IB device '$dev' wasn't found" >&2; exit 255; }}
+cat {d}/"$dev"
+"""
+
+
+def render_devinfo(
+    dev: str,
+    state: str = "PORT_ACTIVE",
+    link_layer: str = "Ethernet",
+    active_mtu: int = 4096,
+    gids: dict[int, str] | None = None,
+) -> str:
+    """What `ibv_devinfo -v -d <dev>` prints for a one-port NIC, line for line in the
+    printf formats of rdma-core's libibverbs/examples/devinfo.c (tabs included; the
+    device capability lines cut). `gids`: index -> `RoCE v1` / `RoCE v2` (the default:
+    a RoCE v1 and a v2 GID for the link-local and for an IPv4 address, indexes 0-3)."""
+    states = {"PORT_DOWN": 1, "PORT_INIT": 2, "PORT_ARMED": 3, "PORT_ACTIVE": 4}
+    mtus = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+    if gids is None:
+        gids = {0: "RoCE v1", 1: "RoCE v2", 2: "RoCE v1", 3: "RoCE v2"}
+    lines = [
+        f"hca_id:\t{dev}",
+        "\ttransport:\t\t\tInfiniBand (0)",
+        "\tfw_ver:\t\t\t\t22.39.1002",
+        "\tphys_port_cnt:\t\t\t1",
+        "\t\tport:\t1",
+        f"\t\t\tstate:\t\t\t{state} ({states.get(state, 0)})",
+        "\t\t\tmax_mtu:\t\t4096 (5)",
+        f"\t\t\tactive_mtu:\t\t{active_mtu} ({mtus.get(active_mtu, 0)})",
+        "\t\t\tsm_lid:\t\t\t0",
+        f"\t\t\tlink_layer:\t\t{link_layer}",
+        "\t\t\tphys_state:\t\tLINK_UP (5)",
+    ]
+    for i, kind in sorted(gids.items()):
+        # v2 GIDs through inet_ntop (compressed), v1 as full hex; the type only on Ethernet.
+        gid = (
+            "::ffff:10.213.0.1" if kind == "RoCE v2" else "fe80:0000:0000:0000:0e42:a1ff:fef1:2a3e"
+        )
+        suffix = f", {kind}" if link_layer == "Ethernet" else ""
+        lines.append(f"\t\t\tGID[{i:3d}]:\t\t{gid}{suffix}")
+    return "\n".join(lines) + "\n"
+
+
+def render_fake_lsmod(paths: HostPaths) -> str:
+    """A stand-in `lsmod`: its header and the host's module lines (the machine's own
+    modules are not the lab host's business)."""
+    mods = shlex.quote(str(paths.kernel_modules))
+    return f"""#!/bin/sh
+# written by `python -m lab up`: a fake lsmod for lab host {paths.index}
+echo "Module                  Size  Used by"
+[ -f {mods} ] && cat {mods}
+exit 0
+"""
+
+
 def render_ssh_client_config(lab: LabPaths, hosts: int) -> str:
     """An ssh_config for `ssh -F`: every lab address with the lab key and known hosts."""
     addrs = " ".join(host_addr(i) for i in range(1, hosts + 1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -168,6 +169,21 @@ def _host_files(
     ctk = hp.bin_dir / "nvidia-ctk"
     ctk.write_text(hf.render_fake_nvidia_ctk(hp))
     ctk.chmod(0o755)
+    # No RDMA device and no module loaded until a test writes them (hf.render_devinfo).
+    shutil.rmtree(hp.rdma_devinfo, ignore_errors=True)
+    hp.kernel_modules.unlink(missing_ok=True)
+    for tool, text in (
+        ("ibv_devinfo", hf.render_fake_ibv_devinfo(hp)),
+        ("lsmod", hf.render_fake_lsmod(hp)),
+    ):
+        fake = hp.bin_dir / tool
+        fake.write_text(text)
+        fake.chmod(0o755)
+    # Where a GPU server's daemon config is (the host facts read it there); this
+    # daemon is started with --config-file on the lab's copy, which this names.
+    link = hp.etc_docker / "daemon.json"
+    link.unlink(missing_ok=True)
+    link.symlink_to(hp.daemon_json)
     s.cgroup_create(c.cgroup_name(i))
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import pulumi
 
 from infra.config import Host, Network, Preflight
+from infra.providers.fabric import RDMA_MTU
 from infra.providers.hostfacts import HostFactsResource
 
 
@@ -54,7 +56,42 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
             # Only under require_gpu_isolation: stacks that opt out (the lab's fake
             # GPUs) keep the inputs they were deployed with.
             exp["gpu_runtime_isolates"] = True
+    if host.rdma_interface:
+        # The fabric (infra/providers/fabric.py): only on hosts that declare a device,
+        # so every other host keeps the inputs it was deployed with.
+        exp |= {
+            "rdma_port_active": True,
+            "rdma_gid_ok": True,
+            "rdma_active_mtu": RDMA_MTU,
+            "memlock_unlimited": True,
+        }
+        if host.gpus.count and cfg.preflight.require_gpu_isolation:
+            exp["rdma_devices_injected"] = True
     return exp
+
+
+def fabric_props(cfg: FactsSource, host: Host) -> dict[str, Any]:
+    """The RDMA device (and the GID index NCCL is told) a host's facts check; none
+    without an rdma_interface."""
+    if not host.rdma_interface:
+        return {}
+    props: dict[str, Any] = {"rdma": host.rdma_interface}
+    if cfg.network.rdma_gid_index is not None:
+        props["rdma_gid_index"] = cfg.network.rdma_gid_index
+    return props
+
+
+def peermem_warning(host: Host, observed: dict[str, Any] | None) -> str:
+    """A host with an RDMA device and GPUs but no nvidia_peermem: NCCL still uses RDMA,
+    through host memory instead of GPUDirect (slower); "" otherwise or unread."""
+    if not observed or not host.rdma_interface or not host.gpus.count:
+        return ""
+    if observed.get("nvidia_peermem", True):
+        return ""
+    return (
+        f"host {host.name}: nvidia_peermem is not loaded; NCCL over {host.rdma_interface} "
+        "goes through host memory instead of GPUDirect RDMA (`modprobe nvidia_peermem`)"
+    )
 
 
 def ssh_target(cfg: FactsSource, host: Host) -> dict[str, Any]:
@@ -88,9 +125,21 @@ class HostFacts(pulumi.ComponentResource):
                     "min_driver": args.preflight.min_driver_version,
                     "needed_mtu": needed,
                     "expected": expected_facts(args, h),
+                    **fabric_props(args, h),
                 },
                 pulumi.ResourceOptions(parent=self),
             )
             for h in args.hosts
         }
+        for h in args.hosts:
+            if h.rdma_interface:
+                # Logged, not a resource: a warning in `up` and in a deployed stack's preview.
+                resource = self.facts[h.name]
+                resource.observed.apply(partial(_warn_peermem, h, resource))
         self.register_outputs({h: f.observed for h, f in self.facts.items()})
+
+
+def _warn_peermem(host: Host, resource: pulumi.Resource, observed: dict[str, Any] | None) -> None:
+    message = peermem_warning(host, observed)
+    if message:
+        pulumi.log.warn(message, resource=resource)

@@ -143,6 +143,9 @@ class TrainingLaunch(pulumi.ComponentResource):
             ]
         )
         self.commands: list[command.remote.Command] = []
+        # With RDMA declared, the launch waits for NCCL to name its transport and fails
+        # (stopping the run) on sockets: never a silent run at a tenth of the bandwidth.
+        check = t.script if any(h.rdma_interface for h in args.hosts) else ""
         for host, service, node_rank in targets:
 
             def script_for(a: list[Any], svc: str = service, rank: int | None = node_rank) -> str:
@@ -152,6 +155,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                     run_name=t.run_name,
                     hostfile=a[0],
                     ds_config=ds_json,
+                    check_transport=check,
                 )
 
             script = pulumi.Output.all(self.hostfile, self.master_address).apply(script_for)

@@ -13,7 +13,9 @@ before any service is created on a host that lacks GPUs, whose NIC cannot carry
 the overlay, whose NVIDIA driver is older than the configured minimum, whose NVIDIA
 container toolkit ignores Swarm's GPU assignment (infra/providers/gpuruntime.py), or
 whose Docker engine is older than MIN_DOCKER_ENGINE (infra/layout.py), or, with
-GPUs, one whose Swarm rejects tasks reserving counted resources (23.0.2 to 25.0.2).
+GPUs, one whose Swarm rejects tasks reserving counted resources (23.0.2 to 25.0.2);
+and, on a host with an RDMA device, whose fabric is not ready (infra/providers/fabric.py:
+port down, no RoCE v2 GID, small MTU, locked memory limited, no device injection).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from infra.layout import (
     SWARM_RESOURCE_ENV,
 )
 from infra.providers.boundary import BoundaryProvider, diff_keys
+from infra.providers.fabric import FABRIC_SCRIPT, fabric_problem, parse_fabric, seen_fabric
 from infra.providers.gpuruntime import (
     TOOLKIT_SCRIPT,
     runtime_isolates,
@@ -53,6 +56,15 @@ echo "swarm_resource=$(sed -n 's/^swarm-resource *= *"\(.*\)"/\1/p' \
   /etc/nvidia-container-runtime/config.toml 2>/dev/null | head -n1)"
 """
     + TOOLKIT_SCRIPT
+)
+# The facts of a host's RDMA fabric (infra/providers/fabric.py), in `expected` only
+# for a host with `rdma_interface`.
+FABRIC_KEYS = (
+    "rdma_port_active",
+    "rdma_gid_ok",
+    "rdma_active_mtu",
+    "memlock_unlimited",
+    "rdma_devices_injected",
 )
 # What the NVIDIA container runtime must read a task's GPUs from: Swarm puts the
 # assigned generic resources in this variable; without it every task sees every GPU.
@@ -101,7 +113,12 @@ def version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else 0 for p in v.split("."))
 
 
-def compare(expected: dict[str, Any], observed: dict[str, Any], min_driver: str) -> dict[str, Any]:
+def compare(
+    expected: dict[str, Any],
+    observed: dict[str, Any],
+    min_driver: str,
+    gid_index: int | None = None,
+) -> dict[str, Any]:
     """Observed facts in the shape of `expected`, so the two can be diffed key by key."""
     seen: dict[str, Any] = {
         "hostname": observed["hostname"],
@@ -120,6 +137,9 @@ def compare(expected: dict[str, Any], observed: dict[str, Any], min_driver: str)
         )
     if "gpu_runtime_isolates" in expected:
         seen["gpu_runtime_isolates"] = runtime_isolates(observed)
+    # Only for a host with an RDMA device (the expected facts have these keys then).
+    fabric = seen_fabric(observed, gid_index)
+    seen.update({k: v for k, v in fabric.items() if k in expected})
     return seen
 
 
@@ -130,14 +150,21 @@ def mismatches(
     observed: dict[str, Any],
     min_driver: str,
     needed_mtu: int,
+    rdma: str = "",
+    gid_index: int | None = None,
 ) -> list[str]:
-    """Human sentences for every fact that differs, naming host, fact and both values."""
-    out = []
+    """Human sentences for every fact that differs, naming host, fact and both values
+    (each once: a missing RDMA device fails every fabric fact for one reason)."""
+    out: list[str] = []
     for key, want in expected.items():
         got = seen.get(key)
         if got == want:
             continue
-        if key == "driver_meets_minimum":
+        if key in FABRIC_KEYS:
+            sentence = fabric_problem(host, key, observed, rdma, gid_index)
+            if sentence not in out:
+                out.append(sentence)
+        elif key == "driver_meets_minimum":
             out.append(
                 f"host {host}: NVIDIA driver {observed['driver_version'] or 'missing'} is older "
                 f"than preflight.min_driver_version {min_driver}"
@@ -195,9 +222,18 @@ class HostFactsProvider(BoundaryProvider):
     """Reads host facts over SSH; refuses to create/update while they differ."""
 
     def _observe(self, props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        text = ssh_run(props["ssh"], FACTS_SCRIPT.format(nic=props["nic"]))
+        rdma = props.get("rdma") or ""
+        script = FACTS_SCRIPT.format(nic=props["nic"])
+        if rdma:
+            script += FABRIC_SCRIPT.format(rdma=rdma)
+        text = ssh_run(props["ssh"], script)
         observed = parse_facts(text)
-        return observed, compare(props["expected"], observed, props["min_driver"])
+        if rdma:
+            observed.update(parse_fabric(text))
+        seen = compare(
+            props["expected"], observed, props["min_driver"], props.get("rdma_gid_index")
+        )
+        return observed, seen
 
     def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -211,6 +247,8 @@ class HostFactsProvider(BoundaryProvider):
             observed,
             props["min_driver"],
             props["needed_mtu"],
+            props.get("rdma") or "",
+            props.get("rdma_gid_index"),
         ) + engine_problem(props["host"], observed, props["expected"].get("gpu_count", 0))
         if problems:
             raise Exception("preflight failed:\n  " + "\n  ".join(problems))
@@ -225,7 +263,8 @@ class HostFactsProvider(BoundaryProvider):
         return UpdateResult(outs=self._apply(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return diff_keys(olds, news, ("expected", "nic", "min_driver", "ssh", "needed_mtu"))
+        keys = ("expected", "nic", "min_driver", "ssh", "needed_mtu", "rdma", "rdma_gid_index")
+        return diff_keys(olds, news, keys)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         observed, seen = self._observe(props)

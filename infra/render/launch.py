@@ -141,6 +141,45 @@ def _train_args(t: Training) -> list[str]:
     ]
 
 
+# NCCL's words for its transport (NVIDIA/nccl src/init.cc "Using network %s",
+# src/transport/net_socket.cc "NET/Socket : Using", net_ib "NET/IB : Using"; the
+# channel lines' "via NET/<name>/<dev>"), and for an IB that could not start under
+# NCCL_NET=IB ("Error : network IB not found." up to 2.26, "Failed to initialize any
+# NET plugin" from 2.27, the IB plugin's "NET/IB : No device found.").
+NCCL_SOCKETS = r"NCCL INFO (Using network Socket|NET/Socket : Using)|via NET/Socket"
+NCCL_NO_IB = (
+    r"NCCL WARN .*(network IB not found|Failed to initialize any NET plugin)"
+    r"|NET/IB : No device found"
+)
+NCCL_IB = r"NCCL INFO Using network IB"
+# How long an RDMA stack's launch waits for NCCL to say which transport it took: its
+# first collective comes after the model is built and loaded.
+TRANSPORT_WAIT_S = 600
+
+
+def transport_check(log: str, offset_var: str, wait_seconds: int, stop_pattern: str) -> str:
+    """Shell that reads the launcher log after line `$<offset_var>` (this launch's lines)
+    until NCCL names its transport: IB passes; sockets, or an IB that failed to start,
+    stops the training and fails the launch with NCCL's line, which names the host and
+    the rank's device. No verdict in time passes with a warning (NCCL_DEBUG is the
+    stack's to lower; NCCL_NET=IB still makes a fallback impossible)."""
+    tail = f'docker exec "$ctr" tail -n +$(({offset_var} + 1)) {log}'
+    return f"""for i in $(seq 1 {wait_seconds}); do
+  bad=$({tail} 2>/dev/null | grep -E -m1 {shlex.quote(NCCL_SOCKETS + "|" + NCCL_NO_IB)} || true)
+  if [ -n "$bad" ]; then
+    docker exec "$ctr" pkill -TERM -f {shlex.quote(stop_pattern)} || true
+    echo "launch: RDMA is declared but NCCL did not use it; training stopped. NCCL said: $bad" >&2
+    exit 1
+  fi
+  ok=$({tail} 2>/dev/null | grep -E -m1 {shlex.quote(NCCL_IB)} || true)
+  if [ -n "$ok" ]; then echo "launch: NCCL uses IB: $ok"; exit 0; fi
+  sleep 1
+done
+echo "launch: NCCL named no transport within {wait_seconds}s (NCCL_DEBUG below INFO?);\
+ NCCL_NET=IB allows no fallback" >&2
+"""
+
+
 def launch_script(
     *,
     service: str,
@@ -150,10 +189,16 @@ def launch_script(
     ds_config: str | None,
     wait_seconds: int = 300,
     workdir: str = IMAGE_HOME,
+    check_transport: str = "",
+    transport_wait_s: int = TRANSPORT_WAIT_S,
 ) -> str:
     """Shell run over SSH on a task's host: find the task's container, wait until it
     is healthy, hand it the hostfile (and inline ds_config), start the launcher
     detached as the training user. Idempotent: an already-running launch is kept.
+
+    `check_transport` (with RDMA declared: the training script's command-line pattern,
+    what a failed check stops): then wait for NCCL's transport verdict
+    (transport_check), so a run that would fall back to sockets fails `pulumi up`.
     """
     files = [(f"{LAUNCH_DIR}/{run_name}/hostfile", hostfile)]
     if ds_config is not None:
@@ -166,6 +211,12 @@ def launch_script(
     cmd = shlex.join(argv)
     log = f"/data/logs/{run_name}/launcher.log"
     inner = f"mkdir -p /data/logs/{run_name} && cd {workdir} && exec {cmd} >>{log} 2>&1"
+    # With the check: the log's lines before this launch, so only its own count.
+    start, check = "", ""
+    if check_transport:
+        count = f'grep -c "" {log} 2>/dev/null || true'
+        start = f"start=$(docker exec \"$ctr\" sh -c '{count}')\n"
+        check = transport_check(log, "start", transport_wait_s, check_transport)
     return f"""set -eu
 svc={shlex.quote(service)}
 health_fmt='{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}'
@@ -187,9 +238,9 @@ if docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1; then  # i
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
 fi
-docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
+{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
 echo "launch: started on $(hostname) in $ctr"
-"""
+{check}"""
 
 
 def stop_script(*, service: str, grace_seconds: int, pattern: str) -> str:

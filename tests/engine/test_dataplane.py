@@ -85,10 +85,17 @@ def test_training_runs_over_the_hosts_interface(deployed: Stack) -> None:
         (la, lp), (ra, rp) = (x.rsplit(":", 1) for x in (local, remote))
         if {int(lp), int(rp)} & NOT_TRAINING:
             continue
-        peers.append((la, ra))
+        peers.append((ipv4(la), ipv4(ra)))
     assert peers, f"no training connection on {c.host_name(2)}:\n{ss}"
     assert all(ipaddress.ip_address(a) in LAB_NET for pair in peers for a in pair), peers
     assert (c.host_addr(2), c.host_addr(1)) in peers, peers
+
+
+def ipv4(text: str) -> str:
+    """An address as `ss` prints it (`10.0.0.1`, `[::ffff:10.0.0.1]`), as IPv4 text."""
+    addr = ipaddress.ip_address(text.strip("[]"))
+    mapped = addr.ipv4_mapped if isinstance(addr, ipaddress.IPv6Address) else None
+    return str(mapped or addr)
 
 
 def test_second_preview_has_no_changes(deployed: Stack) -> None:

@@ -7,6 +7,7 @@ scripts run over SSH on the master's host, as the engine runs them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,3 +186,57 @@ def test_launch_and_stop_scripts(lab: Lab, roster: list[RosterEntry]) -> None:
     out = ssh_run(ssh, stop_script(service="t-master", grace_seconds=30, pattern="sleep 600"))
     assert "stop: training exited" in out, out
     assert ctr.exec_run(["pgrep", "-f", "sleep 600"]).exit_code != 0
+
+
+NCCL_SOCKET_LINE = "lab-h1:812:901 [0] NCCL INFO NET/Socket : Using [0]eth0:10.213.0.11<0>"
+NCCL_IB_LINE = "lab-h1:812:901 [0] NCCL INFO Using network IB"
+
+
+@pytest.mark.parametrize(
+    ("line", "ok"), [(NCCL_SOCKET_LINE, False), (NCCL_IB_LINE, True)], ids=["socket", "ib"]
+)
+def test_launch_fails_loud_on_a_socket_fallback(
+    lab: Lab, roster: list[RosterEntry], line: str, ok: bool
+) -> None:
+    """With RDMA declared, a launcher whose NCCL logs the socket transport (a faked NCCL
+    line) fails the launch with that line, naming host and rank, and is stopped; one
+    that logs IB passes and says so. Earlier lines of the log do not count."""
+    master = roster[0]
+    index = int(master["node"].removeprefix("lab-h"))
+    ssh = {
+        "user": "root",
+        "address": c.host_addr(index),
+        "port": 22,
+        "key_file": str(lab.paths.ssh_key),
+        "known_hosts": str(lab.paths.known_hosts),
+    }
+    ctr = lab_client(index).containers.get(master["container_id"])
+    # An earlier run's socket line in the same log must not fail this launch.
+    # As the training user, who appends to it.
+    earlier = f"mkdir -p /data/logs/tc && echo '{NCCL_SOCKET_LINE}' > /data/logs/tc/launcher.log"
+    ctr.exec_run(["sh", "-c", earlier], user="1000")
+    pattern = "sleep 602"
+    script = launch_script(
+        service="t-master",
+        argv=["sh", "-c", f"sleep 2; echo '{line}'; exec {pattern}"],
+        run_name="tc",
+        hostfile=render_hostfile(roster, 1),
+        ds_config=None,
+        wait_seconds=30,
+        workdir="/data",
+        check_transport=pattern,
+        transport_wait_s=60,
+    )
+    try:
+        if ok:
+            assert f"launch: NCCL uses IB: {NCCL_IB_LINE}" in ssh_run(ssh, script)
+            assert ctr.exec_run(["pgrep", "-f", pattern]).exit_code == 0
+        else:
+            said = r"NCCL said: lab-h1:812:901 \[0\] NCCL INFO NET/Socket : Using"
+            with pytest.raises(Exception, match=r"NCCL did not use it; training stopped\. " + said):
+                ssh_run(ssh, script)
+            time.sleep(1)
+            assert ctr.exec_run(["pgrep", "-f", pattern]).exit_code != 0, "training still runs"
+    finally:
+        ctr.exec_run(["pkill", "-KILL", "-f", pattern])
+        ctr.exec_run(["rm", "-rf", "/data/logs/tc"])
