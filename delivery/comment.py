@@ -19,6 +19,9 @@ from pathlib import Path
 
 from delivery import preview
 
+# The project root, where the stack files are.
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -32,8 +35,26 @@ def main() -> int:
     if args.drift:
         sys.stdout.write(preview.render_drift(digest, args.stack, args.run_url))
     else:
-        sys.stdout.write(preview.render(digest, args.stack))
+        sys.stdout.write(preview.render(digest, args.stack, stack_transport(args.stack)))
     return 0
+
+
+def stack_transport(stack: str) -> str:
+    """The data plane `Pulumi.<stack>.yaml` gives the ranks, or "" where the file is
+    not there or not valid (the preview itself then says why)."""
+    from infra.config import ConfigError, parse_stack_config, stack_file_values
+    from infra.render.labels import transport_summary
+
+    path = ROOT / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        return ""
+    values = stack_file_values(path.read_text())
+    # Encrypted values: the config package reads them through the engine, not here.
+    values.pop("secrets", None)
+    try:
+        return transport_summary(parse_stack_config(values))
+    except ConfigError:
+        return ""
 
 
 if __name__ == "__main__":

@@ -189,10 +189,13 @@ def overall(cs: Iterable[Change]) -> Impact:
     return max((c.impact for c in cs), default=Impact.NONE)
 
 
-def render(digest: Mapping[str, Any], stack: str) -> str:
-    """The PR comment for one stack's preview."""
+def render(digest: Mapping[str, Any], stack: str, transport: str = "") -> str:
+    """The PR comment for one stack's preview; `transport`: what the ranks talk over
+    (infra/render/labels.py transport_summary), shown under the heading."""
     cs = changes(digest)
     lines = [f"### Training impact of `{stack}`", ""]
+    if transport:
+        lines += [f"Data plane: {transport}.", ""]
     if not cs:
         lines += ["No changes.", ""]
     else:

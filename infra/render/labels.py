@@ -62,6 +62,21 @@ def training_env(cfg: TaskEnvSource) -> dict[str, str]:
     return {**env, **debug, **t.env, **net}
 
 
+def transport_summary(cfg: TaskEnvSource) -> str:
+    """What the training ranks talk over, in a reviewer's words (the PR comment's line)."""
+    env = network_env(cfg.network, cfg.hosts)
+    nic = env["GLOO_SOCKET_IFNAME"]
+    if cfg.network.data_plane == "overlay":
+        return f"TCP sockets over the VXLAN overlay (the tasks' {nic}); no RDMA"
+    if "NCCL_NET" not in env:
+        return f"TCP sockets on the hosts' own network ({nic}); no RDMA"
+    gid = env.get("NCCL_IB_GID_INDEX", "picked by NCCL")
+    return (
+        f"RDMA only (NCCL_NET=IB over {env['NCCL_IB_HCA']}, GID index {gid}) on the hosts' "
+        f"own network; bootstrap and gloo on {nic}; a fallback to sockets fails the launch"
+    )
+
+
 def env_list(env: Mapping[str, str]) -> dict[str, str]:
     """Environment as the docker provider wants it (a sorted map for stable diffs)."""
     return dict(sorted(env.items()))

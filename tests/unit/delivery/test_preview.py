@@ -70,7 +70,18 @@ def test_script_renders_stdin() -> None:
         text=True,
         check=True,
     ).stdout
-    assert out == preview.render(digest("dev-image-change"), "dev")
+    transport = "TCP sockets over the VXLAN overlay (the tasks' eth0); no RDMA"
+    assert out == preview.render(digest("dev-image-change"), "dev", transport)
+
+
+def test_comment_says_the_stack_s_transport() -> None:
+    """The comment names what the ranks talk over, from the stack file (prod: RDMA only)."""
+    from delivery.comment import stack_transport
+
+    prod = stack_transport("prod")
+    assert prod.startswith("RDMA only (NCCL_NET=IB over mlx5_0, GID index 3)"), prod
+    assert "Data plane: " + prod in preview.render({}, "prod", prod)
+    assert stack_transport("no-such-stack") == ""
 
 
 def test_replacement_steps_fold_into_one_replace() -> None:

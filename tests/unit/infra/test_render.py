@@ -240,3 +240,15 @@ def test_stack_env_is_refused_in_training_env(raw: dict[str, Any]) -> None:
 def test_docker_duration_as_swarm_reads_it(given: str, read_back: str) -> None:
     """Durations are spelled as the docker provider reads them back (no perpetual diff)."""
     assert docker_duration(given) == read_back
+
+
+def test_transport_summary_of_each_data_plane(raw: dict[str, Any]) -> None:
+    """Overlay, host without RDMA and host with RDMA each say what the ranks use."""
+    from infra.render.labels import transport_summary
+
+    assert transport_summary(parse_stack_config(raw)).startswith("TCP sockets over the VXLAN")
+    raw["network"]["data_plane"] = "host"
+    assert transport_summary(parse_stack_config(raw)).startswith(
+        "TCP sockets on the hosts' own network (eth0)"
+    )
+    assert "fails the launch" in transport_summary(parse_stack_config(rdma_raw(raw)))
