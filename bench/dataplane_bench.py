@@ -1,6 +1,9 @@
 """Data-plane benchmark: TCP throughput and gloo all-reduce bus bandwidth between containers
 on different lab hosts, over a Swarm overlay with MTU 9000, one with MTU 1500, and host
-networking (each lab host's own network namespace). Prints markdown tables and the command.
+networking (each lab host's own network namespace: the host-to-host baseline); and the same
+as Swarm service tasks, as the training tasks run (one service per rank, pinned to its
+node), on the overlay and on the host data plane (`network.data_plane: host`). Prints
+markdown tables and the command.
 
     sudo .venv/bin/python -m bench.dataplane_bench [--hosts 8] [--sizes 1K 16K 256K 4M 64M]
         [--tcp-seconds 5] [--rounds 3] [--quick]
@@ -34,12 +37,17 @@ from lab import config as c
 IMAGE = f"{c.REGISTRY_ADDR}/deepspeed-swarm/train:lab-bench"
 PREFIX = "dssb"
 PORT = 29500
-# (label, docker network, MTU option): the overlays are made by the bench, "host" is built in.
+# (label, docker network, MTU option, how): the overlays are made by the bench, "host" is
+# built in; "container" is `docker run` on the host, "task" a Swarm service's task there.
 NETWORKS = (
-    ("overlay MTU 9000", f"{PREFIX}-ov9000", 9000),
-    ("overlay MTU 1500", f"{PREFIX}-ov1500", 1500),
-    ("host network", "host", None),
+    ("overlay MTU 9000", f"{PREFIX}-ov9000", 9000, "container"),
+    ("overlay MTU 1500", f"{PREFIX}-ov1500", 1500, "container"),
+    ("host network", "host", None, "container"),
+    ("task, overlay 9000", f"{PREFIX}-ov9000", 9000, "task"),
+    ("task, host data plane", "host", None, "task"),
 )
+# The baseline every other row is compared with: host to host.
+BASELINE = "host network"
 
 # Runs inside the training image: `python3 -c WORKER <mode> ...`.
 WORKER = r"""
@@ -174,58 +182,106 @@ def run_args(net: str, name: str, flag: str, hosts: int) -> list[str]:
     return [*run, *(names if net == "host" else []), "--entrypoint", "python3", IMAGE, "-c", WORKER]
 
 
+def service_args(net: str, name: str, node: int, hosts: int) -> list[str]:
+    """`docker service create` of WORKER as one task pinned to lab host `node`, run once,
+    on `net` (the host network, as the host data plane's training tasks; or the overlay)."""
+    names = [f"--host={c.host_name(i)}:{c.host_addr(i)}" for i in range(1, hosts + 1)]
+    create = ["service", "create", "-d", "--name", name, "--network", net, "--no-healthcheck"]
+    create += ["--restart-condition", "none", "--endpoint-mode", "dnsrr"]
+    create += ["--constraint", f"node.hostname=={c.host_name(node)}"]
+    return [*create, *(names if net == "host" else []), "--entrypoint", "python3", IMAGE]
+
+
+def start(how: str, net: str, name: str, node: int, hosts: int, *args: str) -> str:
+    """Start WORKER `args` on lab host `node`; the id of its container there."""
+    if how == "container":
+        return hdocker(node, *run_args(net, name, "-d", hosts), *args).strip()
+    hdocker(1, *service_args(net, name, node, hosts), "-c", WORKER, *args)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        label = f"label=com.docker.swarm.service.name={name}"
+        ids = hdocker(node, "ps", "-aq", "--filter", label, check=False).split()
+        if ids:
+            return ids[0]
+        time.sleep(0.5)
+    raise RuntimeError(f"service {name}: no task container on {c.host_name(node)} after 300 s")
+
+
+def remove(how: str, name: str, node: int, cid: str = "") -> None:
+    """Remove what start() made (a service, or a container)."""
+    if how == "task":
+        hdocker(1, "service", "rm", name, check=False)
+    hdocker(node, "rm", "-f", cid or name, check=False)
+
+
 def remove_containers(hosts: int) -> None:
+    services = hdocker(1, "service", "ls", "-q", "--filter", f"name={PREFIX}-", check=False)
+    if services.split():
+        hdocker(1, "service", "rm", *services.split(), check=False)
     for i in range(1, hosts + 1):
         ids = hdocker(i, "ps", "-aq", "--filter", f"name={PREFIX}-", check=False).split()
         if ids:
             hdocker(i, "rm", "-f", *ids, check=False)
 
 
-def tcp(net: str, seconds: float, hosts: int) -> dict[str, Any]:
+def wait_exit(node: int, cid: str, timeout: float = 1800) -> str:
+    """The exit code of a container (started detached) once it stops."""
+    return hdocker(node, "wait", cid, timeout=timeout).strip()
+
+
+def tcp(how: str, net: str, seconds: float, hosts: int) -> dict[str, Any]:
     """One stream of `seconds`, lab-h1 -> lab-h2: Gbit/s and the container's MTU."""
-    hdocker(2, *run_args(net, f"{PREFIX}-srv", "-d", hosts), "tcp-server", "5201")
+    srv = start(how, net, f"{PREFIX}-srv", 2, hosts, "tcp-server", "5201")
     target = c.host_addr(2) if net == "host" else f"{PREFIX}-srv"
+    cli = ""
     try:
-        cli = run_args(net, f"{PREFIX}-cli", "--rm", hosts)
-        out = hdocker(1, *cli, "tcp-client", target, "5201", str(seconds))
+        cli = start(how, net, f"{PREFIX}-cli", 1, hosts, "tcp-client", target, "5201", str(seconds))
+        code = wait_exit(1, cli)
+        out = hdocker(1, "logs", cli)
+        if code != "0":
+            raise RuntimeError(f"tcp over {net} ({how}): exit {code}: {out[-600:]}")
     finally:
-        hdocker(2, "rm", "-f", f"{PREFIX}-srv", check=False)
+        remove(how, f"{PREFIX}-cli", 1, cli)
+        remove(how, f"{PREFIX}-srv", 2, srv)
     got = json.loads(out.strip().splitlines()[-1])
     return {"gbit": got["bytes"] * 8 / got["seconds"] / 1e9, "mtu": got["mtu"]}
 
 
-def allreduce(net: str, hosts: int, sizes: Sequence[int], tries: int = 3) -> dict[str, Any]:
+def allreduce(
+    how: str, net: str, hosts: int, sizes: Sequence[int], tries: int = 3
+) -> dict[str, Any]:
     """One rank per lab host; rank 0 on host 1 is the rendezvous. A sweep whose gloo mesh
     fails to connect (an overlay peer not yet known on another host) is retried."""
     for attempt in range(1, tries + 1):
         try:
-            res = _allreduce_once(net, hosts, sizes)
+            res = _allreduce_once(how, net, hosts, sizes)
             res["attempts"] = attempt
             return res
         except (RuntimeError, CommandFailed) as e:
             if attempt == tries:
                 raise
-            print(f"retrying the all-reduce over {net}: {str(e)[:300]}", file=sys.stderr)
+            print(f"retrying the all-reduce over {net} ({how}): {str(e)[:300]}", file=sys.stderr)
     raise AssertionError("unreachable")
 
 
-def _allreduce_once(net: str, hosts: int, sizes: Sequence[int]) -> dict[str, Any]:
+def _allreduce_once(how: str, net: str, hosts: int, sizes: Sequence[int]) -> dict[str, Any]:
     master = c.host_addr(1) if net == "host" else f"{PREFIX}-r0"
     names = [f"{PREFIX}-r{r}" for r in range(hosts)]
     peers = ",".join(c.host_name(r + 1) if net == "host" else n for r, n in enumerate(names))
     waits: list[subprocess.Popen[str]] = []
+    cids: list[str] = []
     try:
         for r, name in enumerate(names):
             args = ("allreduce", str(r), str(hosts), master, ",".join(map(str, sizes)), str(PORT))
-            hdocker(r + 1, *run_args(net, name, "-d", hosts), *args, peers)
+            cids.append(start(how, net, name, r + 1, hosts, *args, peers))
         waits = [
             subprocess.Popen(
-                [*docker_argv(r + 1), "wait", n],
+                [*docker_argv(r + 1), "wait", cid],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
             )
-            for r, n in enumerate(names)
+            for r, cid in enumerate(cids)
         ]
         deadline = time.monotonic() + 1800
         codes: dict[int, str] = {}
@@ -238,17 +294,17 @@ def _allreduce_once(net: str, hosts: int, sizes: Sequence[int]) -> dict[str, Any
             time.sleep(0.5)
         if len(codes) < hosts or any(x != "0" for x in codes.values()):
             logs = {
-                n: docker_run(r + 1, "logs", n, check=False, timeout=900).stderr[-600:]
-                for r, n in enumerate(names)
+                n: docker_run(r + 1, "logs", cid, check=False, timeout=900).stderr[-600:]
+                for r, (n, cid) in enumerate(zip(names, cids, strict=True))
             }
-            raise RuntimeError(f"all-reduce over {net}: exit codes {codes}\n{logs}")
-        out = hdocker(1, "logs", names[0])
+            raise RuntimeError(f"all-reduce over {net} ({how}): exit codes {codes}\n{logs}")
+        out = hdocker(1, "logs", cids[0])
     finally:
         for w in waits:
             w.kill()
             w.wait()
         for r, n in enumerate(names):
-            hdocker(r + 1, "rm", "-f", n, check=False)
+            remove(how, n, r + 1, cids[r] if r < len(cids) else "")
     res: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return res
 
@@ -270,7 +326,7 @@ def main() -> int:
     sizes = [parse_size(x) for x in a.sizes]
 
     lab("down")
-    labels = [label for label, _, _ in NETWORKS]
+    labels = [label for label, _, _, _ in NETWORKS]
     tcp_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     ar_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     timings: dict[str, float] = dict.fromkeys(labels, 0.0)
@@ -293,26 +349,25 @@ def main() -> int:
         for p in pulls:
             if p.wait(timeout=1800):
                 raise RuntimeError(f"docker pull {IMAGE}: {p.stderr.read() if p.stderr else ''}")
-        for _, net, mtu in NETWORKS:
-            if mtu is not None:
-                opt = f"com.docker.network.driver.mtu={mtu}"
-                hdocker(1, "network", "create", "-d", "overlay", "--attachable", "--opt", opt, net)
+        for net, mtu in sorted({(net, mtu) for _, net, mtu, _ in NETWORKS if mtu is not None}):
+            opt = f"com.docker.network.driver.mtu={mtu}"
+            hdocker(1, "network", "create", "-d", "overlay", "--attachable", "--opt", opt, net)
         timings["setup"] = time.monotonic() - t0
         for _ in range(a.rounds):
-            for label, net, _ in NETWORKS:
+            for label, net, _, how in NETWORKS:
                 t1 = time.monotonic()
-                tcp_runs[label].append(tcp(net, a.tcp_seconds, a.hosts))
-                ar_runs[label].append(allreduce(net, a.hosts, sizes))
+                tcp_runs[label].append(tcp(how, net, a.tcp_seconds, a.hosts))
+                ar_runs[label].append(allreduce(how, net, a.hosts, sizes))
                 timings[label] += time.monotonic() - t1
     finally:
         if socket(1).exists():
             remove_containers(a.hosts)
-            for _, net, mtu in NETWORKS:
-                if mtu is not None:
-                    hdocker(1, "network", "rm", net, check=False)
+            for net in sorted({net for _, net, mtu, _ in NETWORKS if mtu is not None}):
+                hdocker(1, "network", "rm", net, check=False)
         lab("down")
 
-    host = labels[2]
+    host = BASELINE
+    others = [label for label in labels if label != host]
     retried = sum(r["attempts"] - 1 for v in ar_runs.values() for r in v)
     cmd = shlex.join(["python", "-m", "bench.dataplane_bench", *sys.argv[1:]])
     print(
@@ -335,8 +390,14 @@ def main() -> int:
         f"\ngloo all-reduce, {a.hosts} ranks (one per lab host), float32; busbw in GB/s "
         "(median time per all-reduce in ms):\n"
     )
-    print("| size | iters | " + " | ".join(labels) + " | 9000/host | 1500/host |")
-    print("| --- | --- | " + " | ".join("---" for _ in labels) + " | --- | --- |")
+    print(
+        "| size | iters | "
+        + " | ".join(labels)
+        + " | "
+        + " | ".join(f"{label} / host" for label in others)
+        + " |"
+    )
+    print("| --- | --- | " + " | ".join("---" for _ in [*labels, *others]) + " |")
     for k, size in enumerate(sizes):
         bw, cells = {}, []
         for label in labels:
@@ -344,7 +405,7 @@ def main() -> int:
             bw[label] = busbw_gbs(size, secs, a.hosts)
             cells.append(f"{bw[label]:.3g} ({secs * 1e3:.3g})")
         iters = ar_runs[host][0]["results"][k]["iters"]
-        ratios = f"{bw[labels[0]] / bw[host]:.0%} | {bw[labels[1]] / bw[host]:.0%}"
+        ratios = " | ".join(f"{bw[label] / bw[host]:.0%}" for label in others)
         print(f"| {fmt_size(size)} | {iters} | " + " | ".join(cells) + f" | {ratios} |")
     return 0
 

@@ -13,7 +13,13 @@ import pytest
 pytestmark = [pytest.mark.lab, pytest.mark.image, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-NETWORKS = ("overlay MTU 9000", "overlay MTU 1500", "host network")
+NETWORKS = (
+    "overlay MTU 9000",
+    "overlay MTU 1500",
+    "host network",
+    "task, overlay 9000",
+    "task, host data plane",
+)
 
 
 def _rows(text: str) -> dict[str, list[str]]:
@@ -27,8 +33,9 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 
 def test_dataplane_bench_quick() -> None:
-    """TCP and a 2-rank gloo all-reduce run over both overlays and host networking, with
-    the containers' MTUs the overlays promise, positive rates, and the lab left down."""
+    """TCP and a 2-rank gloo all-reduce run over both overlays and host networking, in
+    containers and in Swarm tasks (the overlay and the host data plane), with the MTUs the
+    networks promise, positive rates, and the lab left down."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
     argv = [sys.executable, "-m", "bench.dataplane_bench", "--quick"]
@@ -36,12 +43,13 @@ def test_dataplane_bench_quick() -> None:
     assert proc.returncode == 0, f"bench failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     rows = _rows(proc.stdout)
     mtus = {net: int(rows[net][0]) for net in NETWORKS}
-    assert mtus == {NETWORKS[0]: 8950, NETWORKS[1]: 1450, NETWORKS[2]: 9100}, proc.stdout
+    assert mtus == dict(zip(NETWORKS, (8950, 1450, 9100, 8950, 9100), strict=True)), proc.stdout
     for net in NETWORKS:
         assert float(rows[net][1]) > 0, f"{net}: no TCP throughput\n{proc.stdout}"
     gloo = rows["1 MB"]
-    assert len(gloo) == 6, proc.stdout
-    assert all(float(cell.split()[0]) > 0 for cell in gloo[1:4]), proc.stdout
-    assert all(cell.endswith("%") for cell in gloo[4:]), proc.stdout
+    # iters, one cell per network, one ratio to host-to-host per other network
+    assert len(gloo) == 1 + len(NETWORKS) + len(NETWORKS) - 1, proc.stdout
+    assert all(float(cell.split()[0]) > 0 for cell in gloo[1 : 1 + len(NETWORKS)]), proc.stdout
+    assert all(cell.endswith("%") for cell in gloo[1 + len(NETWORKS) :]), proc.stdout
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "dsslab-" not in netns, f"lab left up: {netns}"

@@ -105,6 +105,58 @@ def test_promtool_accepts_config_and_rules(tmp_path: Path) -> None:
     assert proc.returncode == 0, f"promtool check config:\n{proc.stdout}{proc.stderr}"
 
 
+def host_plane_with_monitoring() -> StackConfig:
+    """The dev stack on the host data plane with monitoring, its second host a spare
+    (and a third, plain worker)."""
+    raw = copy.deepcopy(stack_config("dev"))
+    raw.pop("secrets", None)
+    raw["monitoring"] = MONITORING
+    raw["network"]["data_plane"] = "host"
+    h3 = {
+        "name": "lab-h3",
+        "address": "10.213.0.13",
+        "docker_host": "unix:///var/lib/dss-lab/h3/docker.sock",
+    }
+    third = {**raw["hosts"][1], **h3}
+    raw["hosts"][1]["spare"] = True
+    raw["hosts"].append(third)
+    return parse_stack_config(raw)
+
+
+def test_host_data_plane_scrapes_the_hosts_statically() -> None:
+    """On the host data plane the ranks are scraped on every active host's address, the
+    spare's targets marked, with no Swarm DNS lookup of the training tasks."""
+    cfg = host_plane_with_monitoring()
+    train = yaml.safe_load(prometheus.prometheus_config(cfg))["scrape_configs"][0]
+    assert "dns_sd_configs" not in train
+    port = cfg.monitoring.rank_metrics_port
+    assert train["static_configs"] == [
+        {"targets": [f"10.213.0.11:{port}"], "labels": {"node": "lab-h1"}},
+        {"targets": [f"10.213.0.12:{port}"], "labels": {"node": "lab-h2", "spare": "true"}},
+        {"targets": [f"10.213.0.13:{port}"], "labels": {"node": "lab-h3"}},
+    ]
+
+
+def test_host_data_plane_target_down_skips_the_spare() -> None:
+    """The target-down alert does not count a spare's rank targets (down until a failover)."""
+    rules = yaml.safe_load(prometheus.alert_rules(host_plane_with_monitoring()))
+    down = next(r for r in rules["groups"][0]["rules"] if r["alert"] == "DssTargetDown")
+    assert 'up{job="dss-train", spare!="true"} == 0' in down["expr"]
+
+
+def test_promtool_accepts_the_host_data_plane(tmp_path: Path) -> None:
+    """`promtool check config` accepts the host data plane's static targets and rules."""
+    cfg = host_plane_with_monitoring()
+    rules = tmp_path / "alerts.yml"
+    rules.write_text(prometheus.alert_rules(cfg))
+    conf = tmp_path / "prometheus.yml"
+    conf.write_text(prometheus.prometheus_config(cfg).replace(prometheus.RULES_FILE, str(rules)))
+    proc = subprocess.run(
+        [promtool(), "check", "config", str(conf)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, f"promtool check config:\n{proc.stdout}{proc.stderr}"
+
+
 # -- promtool test rules: every alert fires on one case and stays quiet on another ----
 def step(rank: int, values: str, node: str = "") -> dict[str, str]:
     """A rank's dss_train_step series as Prometheus scrapes it."""

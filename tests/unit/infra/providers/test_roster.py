@@ -78,3 +78,43 @@ def test_unreachable_leader_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(roster, "docker_client", refuse)
     assert not roster.tasks_moved(PROPS)
+
+
+def test_host_data_plane_addresses_are_the_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task on the host network (an attachment without addresses) gets its host's
+    address from `node_addresses`; a node the config does not name gets none."""
+
+    class Api:
+        def nodes(self) -> list[Any]:
+            return [
+                {"ID": "n1", "Description": {"Hostname": "gpu-01"}},
+                {"ID": "n2", "Description": {"Hostname": "stray"}},
+            ]
+
+        def tasks(self, filters: dict[str, Any]) -> list[Any]:
+            node = "n1" if filters["service"] == "ds-master" else "n2"
+            return [
+                {
+                    "ID": f"t-{node}",
+                    "NodeID": node,
+                    "Slot": 1,
+                    "Status": {"State": "running"},
+                    "NetworksAttachments": [{"Network": {"ID": "hostnet"}}],
+                }
+            ]
+
+    class Client:
+        api = Api()
+
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
+    props = {
+        "leader_endpoint": {"url": "unix:///x"},
+        "host_endpoints": {},
+        "services": ["ds-master", "ds-worker"],
+        "network_id": "hostnet",
+        "node_addresses": {"gpu-01": "10.0.0.1"},
+    }
+    assert [(e["node"], e["address"]) for e in roster._roster(props)] == [
+        ("gpu-01", "10.0.0.1"),
+        ("stray", ""),
+    ]
