@@ -155,18 +155,23 @@ def test_roster_refresh_sees_the_same_tasks(
     assert p.diff("roster", outs(read), props).changes is False
 
 
-def test_launch_and_stop_scripts(lab: Lab, roster: list[RosterEntry]) -> None:
-    """The launch script hands the hostfile to the master task and starts the
-    launcher as uid 1000, once; the stop script SIGTERMs it and waits for it."""
-    master = roster[0]
-    index = int(master["node"].removeprefix("lab-h"))
-    ssh = {
+def master_ssh(lab: Lab, index: int) -> dict[str, Any]:
+    """How the launch reaches lab host `index` over SSH (as HostFacts' ssh_target)."""
+    return {
         "user": "root",
         "address": c.host_addr(index),
         "port": 22,
         "key_file": str(lab.paths.ssh_key),
         "known_hosts": str(lab.paths.known_hosts),
     }
+
+
+def test_launch_and_stop_scripts(lab: Lab, roster: list[RosterEntry]) -> None:
+    """The launch script hands the hostfile to the master task and starts the
+    launcher as uid 1000, once; the stop script SIGTERMs it and waits for it."""
+    master = roster[0]
+    index = int(master["node"].removeprefix("lab-h"))
+    ssh = master_ssh(lab, index)
     hostfile = render_hostfile(roster, 1)
     script = launch_script(
         service="t-master",
@@ -203,13 +208,7 @@ def test_launch_fails_loud_on_a_socket_fallback(
     that logs IB passes and says so. Earlier lines of the log do not count."""
     master = roster[0]
     index = int(master["node"].removeprefix("lab-h"))
-    ssh = {
-        "user": "root",
-        "address": c.host_addr(index),
-        "port": 22,
-        "key_file": str(lab.paths.ssh_key),
-        "known_hosts": str(lab.paths.known_hosts),
-    }
+    ssh = master_ssh(lab, index)
     ctr = lab_client(index).containers.get(master["container_id"])
     # An earlier run's socket line in the same log must not fail this launch.
     # As the training user, who appends to it.

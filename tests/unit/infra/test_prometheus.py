@@ -94,7 +94,11 @@ def test_scrape_timeout_fits_the_interval() -> None:
 
 def test_promtool_accepts_config_and_rules(tmp_path: Path) -> None:
     """`promtool check config` accepts prometheus.yml with its rules file."""
-    cfg = dev_with_monitoring()
+    check_config(dev_with_monitoring(), tmp_path)
+
+
+def check_config(cfg: StackConfig, tmp_path: Path) -> None:
+    """`promtool check config` of the rendered prometheus.yml with its rules file."""
     rules = tmp_path / "alerts.yml"
     rules.write_text(prometheus.alert_rules(cfg))
     conf = tmp_path / "prometheus.yml"
@@ -146,15 +150,7 @@ def test_host_data_plane_target_down_skips_the_spare() -> None:
 
 def test_promtool_accepts_the_host_data_plane(tmp_path: Path) -> None:
     """`promtool check config` accepts the host data plane's static targets and rules."""
-    cfg = host_plane_with_monitoring()
-    rules = tmp_path / "alerts.yml"
-    rules.write_text(prometheus.alert_rules(cfg))
-    conf = tmp_path / "prometheus.yml"
-    conf.write_text(prometheus.prometheus_config(cfg).replace(prometheus.RULES_FILE, str(rules)))
-    proc = subprocess.run(
-        [promtool(), "check", "config", str(conf)], capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, f"promtool check config:\n{proc.stdout}{proc.stderr}"
+    check_config(host_plane_with_monitoring(), tmp_path)
 
 
 # -- promtool test rules: every alert fires on one case and stays quiet on another ----
