@@ -164,7 +164,7 @@ class Network(_Model):
     `hosts[].address`, NCCL and gloo on `hosts[].nic`, RDMA devices through the
     NVIDIA runtime); everything else (monitoring, JupyterLab) stays on the overlay.
     RDMA (`hosts[].rdma_interface`) needs `host`. Default `overlay`."""
-    rdma_gid_index: Annotated[int, Field(ge=0, le=255)] | None = None
+    rdma_gid_index: int | None = Field(default=None, ge=0, le=255)
     """RoCE GID index NCCL uses (`NCCL_IB_GID_INDEX`), the same on every RDMA host; the
     preflight checks it is a RoCE v2 GID on each. Default: unset (NCCL picks one)."""
 
