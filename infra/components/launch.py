@@ -156,6 +156,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                     hostfile=a[0],
                     ds_config=ds_json,
                     check_transport=check,
+                    forget_host_keys=args.network.data_plane == "host",
                 )
 
             script = pulumi.Output.all(self.hostfile, self.master_address).apply(script_for)

@@ -191,6 +191,7 @@ def launch_script(
     workdir: str = IMAGE_HOME,
     check_transport: str = "",
     transport_wait_s: int = TRANSPORT_WAIT_S,
+    forget_host_keys: bool = False,
 ) -> str:
     """Shell run over SSH on a task's host: find the task's container, wait until it
     is healthy, hand it the hostfile (and inline ds_config), start the launcher
@@ -199,6 +200,13 @@ def launch_script(
     `check_transport` (with RDMA declared: the training script's command-line pattern,
     what a failed check stops): then wait for NCCL's transport verdict
     (transport_check), so a run that would fall back to sockets fails `pulumi up`.
+
+    `forget_host_keys` (the host data plane): before a new launch, the master task forgets
+    the SSH host keys it learnt. Each task makes its host key when it starts, and on the
+    host data plane a task that restarted answers at the same address and port as the
+    one before it, which `StrictHostKeyChecking accept-new` refuses; a launch always runs
+    in tasks the roster just read, so their keys are learnt anew (on the overlay a new
+    task has a new address, and nothing is forgotten).
     """
     files = [(f"{LAUNCH_DIR}/{run_name}/hostfile", hostfile)]
     if ds_config is not None:
@@ -213,6 +221,9 @@ def launch_script(
     inner = f"mkdir -p /data/logs/{run_name} && cd {workdir} && exec {cmd} >>{log} 2>&1"
     # With the check: the log's lines before this launch, so only its own count.
     start, check = "", ""
+    forget = ""
+    if forget_host_keys:
+        forget = f"docker exec -u {TRAIN_UID} \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'\n"
     if check_transport:
         count = f'grep -c "" {log} 2>/dev/null || true'
         start = f"start=$(docker exec \"$ctr\" sh -c '{count}')\n"
@@ -238,7 +249,7 @@ if docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1; then  # i
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
 fi
-{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
+{forget}{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
 echo "launch: started on $(hostname) in $ctr"
 {check}"""
 

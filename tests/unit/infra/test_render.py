@@ -252,3 +252,16 @@ def test_transport_summary_of_each_data_plane(raw: dict[str, Any]) -> None:
         "TCP sockets on the hosts' own network (eth0)"
     )
     assert "fails the launch" in transport_summary(parse_stack_config(rdma_raw(raw)))
+
+
+def test_host_data_plane_launch_forgets_earlier_host_keys() -> None:
+    """On the host data plane a new launch forgets the host keys earlier tasks showed at
+    the same addresses, after the keep-if-running check and before the launcher starts;
+    on the overlay the script has no such line."""
+    kw: dict[str, Any] = dict(
+        service="ds-master", argv=["deepspeed"], run_name="r", hostfile="h", ds_config=None
+    )
+    forget = "docker exec -u 1000 \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'"
+    host = launch_script(**kw, forget_host_keys=True)
+    assert host.index("already running; kept") < host.index(forget) < host.index("exec deepspeed")
+    assert forget not in launch_script(**kw)
