@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -176,14 +177,26 @@ def _dockerd_pid(i: int) -> int:
     return int((LAB_ROOT / f"h{i}" / "docker.pid").read_text().strip())
 
 
-def _start_dockerd(i: int) -> None:
-    """Start host i's dockerd again inside the host's namespaces and cgroup."""
+def _dockerd_start(pid: int) -> tuple[str, str]:
+    """The command and PATH a running dockerd was started with (lab/hostfiles.py puts the
+    lab engine's bin dir first on PATH: dockerd finds its containerd and runc there)."""
+    argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    path = next((e[5:].decode() for e in env if e.startswith(b"PATH=")), os.environ["PATH"])
+    return argv0, path
+
+
+def _start_dockerd(i: int, start: tuple[str, str]) -> None:
+    """Start host i's dockerd again inside the host's namespaces and cgroup, as it was
+    started before (`_dockerd_start`: the lab's engine, not whatever is on PATH here)."""
     host = LAB_ROOT / f"h{i}"
     sshd = (host / "sshd.pid").read_text().strip()
+    exe, path = start
     script = (
         f'for c in /sys/fs/cgroup/*/; do [ -f "${{c}}dsslab-h{i}/cgroup.procs" ] && '
-        f'echo $$ > "${{c}}dsslab-h{i}/cgroup.procs"; done; '
-        f"exec nsenter -t {sshd} -n -m -u -- dockerd --config-file {host / 'daemon.json'}"
+        f'echo $$ > "${{c}}dsslab-h{i}/cgroup.procs"; done; export PATH={shlex.quote(path)}; '
+        f"exec nsenter -t {sshd} -n -m -u -- {shlex.quote(exe)} "
+        f"--config-file {host / 'daemon.json'}"
     )
     with open(host / "dockerd.log", "ab") as log:
         subprocess.Popen(
@@ -199,6 +212,7 @@ def test_host_dockerd_stopped_during_up(stack: Stack, lab: dict[str, Any]) -> No
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the engine has started
     pid = _dockerd_pid(2)
+    start = _dockerd_start(pid)
     os.kill(pid, signal.SIGTERM)
     try:
         out = first + proc.stdout.read()
@@ -213,7 +227,7 @@ def test_host_dockerd_stopped_during_up(stack: Stack, lab: dict[str, Any]) -> No
         deadline = time.monotonic() + 60
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(1)
-        _start_dockerd(2)
+        _start_dockerd(2, start)
     leader = client(1)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
