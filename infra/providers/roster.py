@@ -103,6 +103,17 @@ def tasks_moved(props: dict[str, Any]) -> bool:
     return live != {e["task_id"] for e in props.get("entries") or []}
 
 
+def addresses_moved(olds: dict[str, Any], news: dict[str, Any]) -> bool:
+    """On the host data plane: whether a node that holds a task got another address.
+    Hosts without a task coming or going (a drained host removed, a host added) change
+    no address in the hostfile, so they re-read nothing (and restart nothing)."""
+    old = olds.get("node_addresses") or {}
+    new = news.get("node_addresses") or {}
+    if bool(old) != bool(new):
+        return True  # the data plane itself changed
+    return any(old.get(e["node"]) != new.get(e["node"]) for e in olds.get("entries") or [])
+
+
 def wait_for_roster(props: dict[str, Any]) -> list[RosterEntry]:
     """Poll until the expected number of tasks run with an overlay address."""
     deadline = time.monotonic() + int(props["timeout_s"])
@@ -145,7 +156,6 @@ class TaskRosterProvider(BoundaryProvider):
         keys = (
             "services",
             "network_id",
-            "node_addresses",
             "expected_tasks",
             "image_ref",
             "task_spec_digest",
@@ -154,7 +164,7 @@ class TaskRosterProvider(BoundaryProvider):
         # Fewer tasks running than expected, or other tasks than the state holds
         # (one moved or was removed): re-read, which relaunches the training.
         roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
-        if not roster_ok or tasks_moved(olds):
+        if not roster_ok or tasks_moved(olds) or addresses_moved(olds, news):
             return DiffResult(changes=True)
         return diff_keys(olds, news, keys)
 

@@ -118,3 +118,23 @@ def test_host_data_plane_addresses_are_the_hosts(monkeypatch: pytest.MonkeyPatch
         ("gpu-01", "10.0.0.1"),
         ("stray", ""),
     ]
+
+
+@pytest.mark.parametrize(
+    ("news", "changed"),
+    [
+        ({"gpu-01": "10.0.0.1", "gpu-02": "10.0.0.2"}, False),  # a drained gpu-03 removed
+        ({"gpu-01": "10.0.0.1", "gpu-02": "10.0.0.2", "gpu-03": "x", "gpu-04": "y"}, False),
+        ({"gpu-01": "10.0.0.1", "gpu-02": "10.0.0.9", "gpu-03": "x"}, True),  # a task's host
+        ({}, True),  # back to the overlay
+    ],
+)
+def test_only_addresses_of_task_hosts_re_read(news: dict[str, str], changed: bool) -> None:
+    """On the host data plane only a new address of a host with a task re-reads the
+    roster; hosts without a task coming or going do not (removing a drained host must
+    not restart training)."""
+    olds = {
+        "entries": [{"node": "gpu-01"}, {"node": "gpu-02"}],
+        "node_addresses": {"gpu-01": "10.0.0.1", "gpu-02": "10.0.0.2", "gpu-03": "x"},
+    }
+    assert roster.addresses_moved(olds, {"node_addresses": news}) is changed
