@@ -37,9 +37,7 @@ def committed(stack: str, **training: Any) -> dict[str, Any]:
     doc.pop(SECRETS, None)
     doc[TRAINING] = {**doc[TRAINING], **training}
     plane = os.environ.get("DSS_DATA_PLANE")
-    if plane:
-        doc[NETWORK] = {**doc.get(NETWORK, {}), "data_plane": plane}
-    return doc
+    return on_data_plane(doc, plane) if plane else doc
 
 
 def on_data_plane(config: dict[str, Any], plane: str) -> dict[str, Any]:

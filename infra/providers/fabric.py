@@ -144,6 +144,17 @@ def injects_rdma(observed: dict[str, Any]) -> bool:
     return effective_mode(version, observed.get("toolkit_mode") or "") != "cdi"
 
 
+# The fabric facts (seen_fabric's keys), in `expected` only for a host with
+# `rdma_interface` (infra/components/hostfacts.py expected_facts).
+FABRIC_KEYS = (
+    "rdma_port_active",
+    "rdma_gid_ok",
+    "rdma_active_mtu",
+    "memlock_unlimited",
+    "rdma_devices_injected",
+)
+
+
 def seen_fabric(observed: dict[str, Any], gid_index: int | None) -> dict[str, Any]:
     """The fabric facts in the shape the config expects (hostfacts.expected_facts)."""
     return {

@@ -32,7 +32,13 @@ from infra.layout import (
     SWARM_RESOURCE_ENV,
 )
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.fabric import FABRIC_SCRIPT, fabric_problem, parse_fabric, seen_fabric
+from infra.providers.fabric import (
+    FABRIC_KEYS,
+    FABRIC_SCRIPT,
+    fabric_problem,
+    parse_fabric,
+    seen_fabric,
+)
 from infra.providers.gpuruntime import (
     TOOLKIT_SCRIPT,
     runtime_isolates,
@@ -56,15 +62,6 @@ echo "swarm_resource=$(sed -n 's/^swarm-resource *= *"\(.*\)"/\1/p' \
   /etc/nvidia-container-runtime/config.toml 2>/dev/null | head -n1)"
 """
     + TOOLKIT_SCRIPT
-)
-# The facts of a host's RDMA fabric (infra/providers/fabric.py), in `expected` only
-# for a host with `rdma_interface`.
-FABRIC_KEYS = (
-    "rdma_port_active",
-    "rdma_gid_ok",
-    "rdma_active_mtu",
-    "memlock_unlimited",
-    "rdma_devices_injected",
 )
 # What the NVIDIA container runtime must read a task's GPUs from: Swarm puts the
 # assigned generic resources in this variable; without it every task sees every GPU.

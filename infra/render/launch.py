@@ -163,15 +163,17 @@ def transport_check(log: str, offset_var: str, wait_seconds: int, stop_pattern: 
     stops the training and fails the launch with NCCL's line, which names the host and
     the rank's device. No verdict in time passes with a warning (NCCL_DEBUG is the
     stack's to lower; NCCL_NET=IB still makes a fallback impossible)."""
+    # One read of the log a second; both verdicts are looked for in what it gave.
     tail = f'docker exec "$ctr" tail -n +$(({offset_var} + 1)) {log}'
     return f"""for i in $(seq 1 {wait_seconds}); do
-  bad=$({tail} 2>/dev/null | grep -E -m1 {shlex.quote(NCCL_SOCKETS + "|" + NCCL_NO_IB)} || true)
+  new=$({tail} 2>/dev/null || true)
+  bad=$(printf '%s\\n' "$new" | grep -E -m1 {shlex.quote(NCCL_SOCKETS + "|" + NCCL_NO_IB)} || true)
   if [ -n "$bad" ]; then
     docker exec "$ctr" pkill -TERM -f {shlex.quote(stop_pattern)} || true
     echo "launch: RDMA is declared but NCCL did not use it; training stopped. NCCL said: $bad" >&2
     exit 1
   fi
-  ok=$({tail} 2>/dev/null | grep -E -m1 {shlex.quote(NCCL_IB)} || true)
+  ok=$(printf '%s\\n' "$new" | grep -E -m1 {shlex.quote(NCCL_IB)} || true)
   if [ -n "$ok" ]; then echo "launch: NCCL uses IB: $ok"; exit 0; fi
   sleep 1
 done
@@ -219,11 +221,10 @@ def launch_script(
     cmd = shlex.join(argv)
     log = f"/data/logs/{run_name}/launcher.log"
     inner = f"mkdir -p /data/logs/{run_name} && cd {workdir} && exec {cmd} >>{log} 2>&1"
-    # With the check: the log's lines before this launch, so only its own count.
-    start, check = "", ""
-    forget = ""
+    forget, start, check = "", "", ""
     if forget_host_keys:
         forget = f"docker exec -u {TRAIN_UID} \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'\n"
+    # With the check: the log's lines before this launch, so only its own count.
     if check_transport:
         count = f'grep -c "" {log} 2>/dev/null || true'
         start = f"start=$(docker exec \"$ctr\" sh -c '{count}')\n"
