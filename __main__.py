@@ -111,5 +111,16 @@ pulumi.export("swarmId", swarm.swarm_id)
 pulumi.export("logsCommand", launch.logs_command)
 pulumi.export("trainingLog", launch.training_log)
 pulumi.export("trainingSteps", cfg.training.steps)
+pulumi.export(
+    "run",
+    {
+        "state": launch.run.state,
+        "reason": launch.run.reason,
+        "step": launch.run.step,
+        "checkpoint": launch.run.checkpoint,
+        "restarts": launch.run.restarts,
+        "relaunches": launch.run.relaunches,
+    },
+)
 if monitoring is not None:
     pulumi.export("prometheusAddress", monitoring.address)

@@ -93,6 +93,7 @@ class Role(enum.Enum):
     UNKNOWN_SERVICE = "unknown service"
     ROSTER = "task roster"
     LAUNCH = "launch command"
+    RUN = "training run"
     JUPYTER_TOKEN = "jupyter token"
     JUPYTER_SERVICE = "jupyter service"
     MONITORING_SERVICE = "monitoring service"
@@ -166,6 +167,7 @@ RULES: tuple[Rule, ...] = (
     Rule(SWARM, DYNAMIC_TYPE, has("advertise_addr"), Role.SWARM_INIT),
     Rule(SECRETS, DYNAMIC_TYPE, has("comment"), Role.SSH_KEY),
     Rule(LAUNCH, DYNAMIC_TYPE, has("expected_tasks"), Role.ROSTER),
+    Rule(LAUNCH, DYNAMIC_TYPE, has("stall_after_s"), Role.RUN),
     Rule(JUPYTER, DYNAMIC_TYPE, has("rotation"), Role.JUPYTER_TOKEN),
     # Services: by their Swarm name or dss.role label.
     Rule(SERVICES, SERVICE_TYPE, named(WARMUP_SERVICE), Role.WARMUP_SERVICE),
@@ -310,6 +312,32 @@ VERDICTS: dict[Role, tuple[Verdict, ...]] = {
             on("delete"),
         ),
         Verdict(Impact.NONE, "no re-run: only the launch triggers re-run it"),
+    ),
+    Role.RUN: (
+        Verdict(Impact.NONE, "run state record: reads the run, starts nothing", on("create")),
+        Verdict(
+            Impact.NONE, "run state record removed; the launch row stops the run", on("delete")
+        ),
+        # Changed inputs: the launch rows say whether the run restarts; the record re-reads.
+        Verdict(
+            Impact.NONE,
+            "run state record re-reads the run after a launch change",
+            on("update"),
+            touching=("tasks", "launches", "launched", "target_steps", "run_name", "script"),
+        ),
+        Verdict(
+            Impact.NONE,
+            "run state record: new recovery settings",
+            on("update"),
+            only=("stall_after_s", "max_restarts"),
+        ),
+        Verdict(
+            Impact.RESTARTS,
+            "the run is failed or stalled (see its state): `up` relaunches it from the newest"
+            " complete checkpoint",
+            on("update", "drift"),
+        ),
+        Verdict(Impact.NONE, "run state record"),
     ),
     Role.JUPYTER_TOKEN: _alone("JupyterLab's login token only"),
     Role.JUPYTER_SERVICE: _alone("JupyterLab on the master only"),

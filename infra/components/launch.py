@@ -8,7 +8,12 @@
   ds_config, the hostfile and the task ids, so any of them changing re-launches
   (the run resumes from its last checkpoint). It is replaced delete-before-replace,
   and its delete SIGTERMs the training script's processes only (never the task's
-  sshd), which checkpoint and exit, so two runs never overlap.
+  sshd), which checkpoint and exit, so two runs never overlap. The launcher runs
+  under the run's supervisor (infra/render/run.py), which restarts it after a crash
+  from the newest complete checkpoint, within `training.recovery.max_restarts`.
+- `TrainingRun` (infra/providers/run.py) reads the run from its tasks: running,
+  finished, failed or stalled. A failed or stalled run is drift, and `pulumi up`
+  relaunches it; its state is the `run` stack output.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from infra.components.swarm import SwarmCluster
 from infra.config import Host, Network, Preflight, Training, duration_seconds
 from infra.layout import MASTER_SERVICE, WORKER_SERVICE
 from infra.providers.roster import TaskRoster
+from infra.providers.run import TrainingRun
 from infra.render.launch import (
     RosterEntry,
+    Supervision,
     ds_config_json,
     launch_argv,
     launch_script,
@@ -39,6 +46,7 @@ from infra.render.launch import (
     render_hostfile,
     stop_script,
 )
+from infra.render.run import supervisor_path
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,8 @@ class TrainingLaunch(pulumi.ComponentResource):
     """What a user runs to follow the training logs."""
     training_log: str
     """Rank 0's metrics file on the shared file system."""
+    run: TrainingRun
+    """The run's state, read from its tasks."""
 
     def __init__(
         self, name: str, args: TrainingLaunchArgs, opts: pulumi.ResourceOptions | None = None
@@ -146,6 +156,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         # With RDMA declared, the launch waits for NCCL to name its transport and fails
         # (stopping the run) on sockets: never a silent run at a tenth of the bandwidth.
         check = t.script if any(h.rdma_interface for h in args.hosts) else ""
+        recovery = t.recovery
         for host, service, node_rank in targets:
 
             def script_for(a: list[Any], svc: str = service, rank: int | None = node_rank) -> str:
@@ -157,6 +168,12 @@ class TrainingLaunch(pulumi.ComponentResource):
                     ds_config=ds_json,
                     check_transport=check,
                     forget_host_keys=args.network.data_plane == "host",
+                    supervision=Supervision(
+                        max_restarts=recovery.max_restarts,
+                        delay_s=duration_seconds(recovery.restart_delay),
+                        pattern=t.script,
+                        node_rank=rank,
+                    ),
                 )
 
             script = pulumi.Output.all(self.hostfile, self.master_address).apply(script_for)
@@ -166,7 +183,9 @@ class TrainingLaunch(pulumi.ComponentResource):
                     f"{name}-run{suffix}",
                     connection=connection(args.preflight, host),
                     create=script,
-                    delete=stop_script(service=service, grace_seconds=grace, pattern=t.script),
+                    delete=stop_script(
+                        service=service, grace_seconds=grace, pattern=t.script, run_name=t.run_name
+                    ),
                     triggers=[image_ref, ds_json or t.ds_config, self.hostfile, task_ids],
                     opts=pulumi.ResourceOptions(
                         parent=self,
@@ -176,6 +195,33 @@ class TrainingLaunch(pulumi.ComponentResource):
                     ),
                 )
             )
+        # The run itself: read from the tasks the roster holds (where the run lives),
+        # relaunched through the supervisors the launch targets run.
+        self.run = TrainingRun(
+            f"{name}-run-state",
+            {
+                "run_name": t.run_name,
+                "script": t.script,
+                "target_steps": t.steps,
+                "stall_after_s": duration_seconds(recovery.stall_after),
+                "max_restarts": recovery.max_restarts,
+                "host_endpoints": args.swarm.endpoints,
+                "tasks": entries.apply(
+                    lambda es: [{"node": e["node"], "service": e["service"]} for e in es]
+                ),
+                "launches": [
+                    {"node": h.name, "service": svc, "supervisor": supervisor_path(t.run_name, r)}
+                    for h, svc, r in targets
+                ],
+                "launched": [c.id for c in self.commands],
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=self.commands),
+        )
         self.register_outputs(
-            {"hostfile": self.hostfile, "rank_map": self.rank_map, "master": self.master_address}
+            {
+                "hostfile": self.hostfile,
+                "rank_map": self.rank_map,
+                "master": self.master_address,
+                "run_state": self.run.state,
+            }
         )

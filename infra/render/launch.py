@@ -8,11 +8,31 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from infra.config import Training
 from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
+from infra.render.run import (
+    launcher_log,
+    log_dir,
+    stop_marker,
+    supervisor_path,
+    supervisor_script,
+)
 from infra.render.sections import HasTraining, LaunchSource
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """The launch's supervisor: restarts per launch, the wait between, and the training
+    script's command-line pattern (what it kills on this node before a restart)."""
+
+    max_restarts: int
+    delay_s: int
+    pattern: str
+    node_rank: int | None = None
+    """The node this launcher runs for (SSH-less launches: one supervisor file each)."""
 
 
 class RosterEntry(TypedDict):
@@ -157,19 +177,23 @@ NCCL_IB = r"NCCL INFO Using network IB"
 TRANSPORT_WAIT_S = 600
 
 
-def transport_check(log: str, offset_var: str, wait_seconds: int, stop_pattern: str) -> str:
+def transport_check(
+    log: str, offset_var: str, wait_seconds: int, stop_pattern: str, marker: str = ""
+) -> str:
     """Shell that reads the launcher log after line `$<offset_var>` (this launch's lines)
     until NCCL names its transport: IB passes; sockets, or an IB that failed to start,
     stops the training and fails the launch with NCCL's line, which names the host and
     the rank's device. No verdict in time passes with a warning (NCCL_DEBUG is the
-    stack's to lower; NCCL_NET=IB still makes a fallback impossible)."""
+    stack's to lower; NCCL_NET=IB still makes a fallback impossible). `marker`: the
+    run's stop marker, set first so its supervisor does not restart what was stopped."""
     # One read of the log a second; both verdicts are looked for in what it gave.
     tail = f'docker exec "$ctr" tail -n +$(({offset_var} + 1)) {log}'
+    mark = f'    docker exec -u {TRAIN_UID} "$ctr" touch {marker}\n' if marker else ""
     return f"""for i in $(seq 1 {wait_seconds}); do
   new=$({tail} 2>/dev/null || true)
   bad=$(printf '%s\\n' "$new" | grep -E -m1 {shlex.quote(NCCL_SOCKETS + "|" + NCCL_NO_IB)} || true)
   if [ -n "$bad" ]; then
-    docker exec "$ctr" pkill -TERM -f {shlex.quote(stop_pattern)} || true
+{mark}    docker exec "$ctr" pkill -TERM -f {shlex.quote(stop_pattern)} || true
     echo "launch: RDMA is declared but NCCL did not use it; training stopped. NCCL said: $bad" >&2
     exit 1
   fi
@@ -194,6 +218,7 @@ def launch_script(
     check_transport: str = "",
     transport_wait_s: int = TRANSPORT_WAIT_S,
     forget_host_keys: bool = False,
+    supervision: Supervision | None = None,
 ) -> str:
     """Shell run over SSH on a task's host: find the task's container, wait until it
     is healthy, hand it the hostfile (and inline ds_config), start the launcher
@@ -209,18 +234,41 @@ def launch_script(
     one before it, which `StrictHostKeyChecking accept-new` refuses; a launch always runs
     in tasks the roster just read, so their keys are learnt anew (on the overlay a new
     task has a new address, and nothing is forgotten).
+
+    `supervision`: the launcher runs under the run's supervisor (infra/render/run.py),
+    written beside the hostfile, which restarts it after a crash within the budget; a
+    new launch clears a stop marker a previous stop left.
     """
     files = [(f"{LAUNCH_DIR}/{run_name}/hostfile", hostfile)]
     if ds_config is not None:
         files.append((f"{LAUNCH_DIR}/{run_name}/ds_config.json", ds_config))
+    cmd = shlex.join(argv)
+    log = launcher_log(run_name)
+    inner = f"mkdir -p {log_dir(run_name)} && cd {workdir} && exec {cmd} >>{log} 2>&1"
+    running = f'docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1'
+    clear = ""
+    if supervision is not None:
+        sup = supervisor_path(run_name, supervision.node_rank)
+        body = supervisor_script(
+            cmd=cmd,
+            run_name=run_name,
+            workdir=workdir,
+            max_restarts=supervision.max_restarts,
+            delay_s=supervision.delay_s,
+            pattern=supervision.pattern,
+        )
+        files.append((sup, body))
+        inner = f"exec sh {sup}"
+        # A supervisor between two attempts has no launcher: it is the run too.
+        running += f' || docker exec "$ctr" pgrep -f {shlex.quote(sup)} >/dev/null 2>&1'
+        clear = f'docker exec -u {TRAIN_UID} "$ctr" rm -f {stop_marker(run_name)}\n'
+    # Each file is replaced, not rewritten in place: a running supervisor reads its own.
+    put = "mkdir -p $(dirname {0}) && cat > {0}.new && mv {0}.new {0}"
     writes = "\n".join(
         f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
-        f"sh -c {shlex.quote(f'mkdir -p $(dirname {path}) && cat > {path}')}"
+        f"sh -c {shlex.quote(put.format(path))}"
         for path, body in files
     )
-    cmd = shlex.join(argv)
-    log = f"/data/logs/{run_name}/launcher.log"
-    inner = f"mkdir -p /data/logs/{run_name} && cd {workdir} && exec {cmd} >>{log} 2>&1"
     forget, start, check = "", "", ""
     if forget_host_keys:
         forget = f"docker exec -u {TRAIN_UID} \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'\n"
@@ -228,7 +276,8 @@ def launch_script(
     if check_transport:
         count = f'grep -c "" {log} 2>/dev/null || true'
         start = f"start=$(docker exec \"$ctr\" sh -c '{count}')\n"
-        check = transport_check(log, "start", transport_wait_s, check_transport)
+        marker = stop_marker(run_name) if supervision is not None else ""
+        check = transport_check(log, "start", transport_wait_s, check_transport, marker)
     return f"""set -eu
 svc={shlex.quote(service)}
 health_fmt='{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}'
@@ -246,16 +295,16 @@ if [ -z "$ctr" ]; then
   exit 1
 fi
 {writes}
-if docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1; then  # idempotent
+if {running}; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
 fi
-{forget}{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
+{forget}{clear}{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
 echo "launch: started on $(hostname) in $ctr"
 {check}"""
 
 
-def stop_script(*, service: str, grace_seconds: int, pattern: str) -> str:
+def stop_script(*, service: str, grace_seconds: int, pattern: str, run_name: str = "") -> str:
     """Shell run over SSH on delete: SIGTERM the training processes (command lines
     matching `pattern`, the training script: the launcher and every rank name it;
     they finish the step and checkpoint), wait up to the grace period, then
@@ -263,12 +312,19 @@ def stop_script(*, service: str, grace_seconds: int, pattern: str) -> str:
     lost host) cannot checkpoint, and would hold the rendezvous port against the
     relaunch. Ranks on other nodes lose their connection to rank 0 and exit.
     The pattern must not match the task's own entrypoint or sshd: a task whose
-    sshd dies exits, and Swarm restarts it somewhere with a new address."""
+    sshd dies exits, and Swarm restarts it somewhere with a new address.
+    `run_name`: the run's stop marker is set first, so its supervisor (which the
+    pattern does not match) restarts nothing and exits."""
     pat = shlex.quote(pattern)
+    mark = (
+        f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
+        if run_name
+        else ""
+    )
     return f"""set -u
 ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)
 [ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
-docker exec "$ctr" pkill -TERM -f {pat} || true
+{mark}docker exec "$ctr" pkill -TERM -f {pat} || true
 for i in $(seq 1 {grace_seconds}); do
   if ! docker exec "$ctr" pgrep -f {pat} >/dev/null 2>&1; then
     echo "stop: training exited"

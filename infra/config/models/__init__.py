@@ -9,7 +9,7 @@ from infra.config.models.cluster import (
     Host,
     Network,
 )
-from infra.config.models.job import Image, Mount, RestartPolicy, Training
+from infra.config.models.job import Image, Mount, Recovery, RestartPolicy, Training
 from infra.config.models.services import Alerts, Jupyter, Monitoring, Preflight
 from infra.config.models.stack import CONFIG_KEYS, StackConfig
 
@@ -31,6 +31,7 @@ __all__ = [
     "Network",
     "Port",
     "Preflight",
+    "Recovery",
     "RestartPolicy",
     "StackConfig",
     "Training",

@@ -69,6 +69,39 @@ class RestartPolicy(_Model):
         return v
 
 
+class Recovery(_Model):
+    """What happens when the run stops before its last step (infra/providers/run.py).
+
+    A supervisor in the master task (one per task for SSH-less launches) restarts a
+    launcher that exited with an error, from the newest complete checkpoint, up to
+    `max_restarts` times per launch; each restart is recorded in
+    `/data/logs/<run>/restarts.jsonl` and counted in the `run` stack output. A run
+    that spent its budget, or is stalled, is drift: refresh names it, and `pulumi up`
+    relaunches it."""
+
+    max_restarts: Annotated[int, Field(ge=0, le=100)] = 3
+    """Automatic restarts of a crashed launcher per launch (0: none, the run fails at
+    its first crash). Default 3."""
+    restart_delay: str = "10s"
+    """Wait before an automatic restart (a crashed peer's ports are freed). Default `10s`."""
+    stall_after: str = "15m"
+    """A run with live processes and no new step for this long is stalled (at least
+    `30s`; count the model's build and the first checkpoint load). Default `15m`."""
+
+    @field_validator("restart_delay")
+    @classmethod
+    def _delay(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @field_validator("stall_after")
+    @classmethod
+    def _stall(cls, v: str) -> str:
+        if duration_seconds(v) < 30:
+            raise ValueError("allowed: a duration of at least 30s")
+        return v
+
+
 class Training(_Model):
     """The training job."""
 
@@ -112,6 +145,9 @@ class Training(_Model):
     """Time between SIGTERM and SIGKILL, for the final checkpoint. Default `120s`."""
     restart_policy: RestartPolicy = RestartPolicy()
     """Swarm restart policy. Default on-failure, 3 attempts."""
+    recovery: Recovery = Recovery()
+    """Automatic restarts of a crashed run, and when a run counts as stalled. Default
+    3 restarts, `10s` apart; stalled after `15m` without a step."""
     cpu_only: bool = False
     """Train on CPU with gloo (the lab). Default false."""
     service_labels: dict[str, str] = {}

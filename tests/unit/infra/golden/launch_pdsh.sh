@@ -17,8 +17,8 @@ fi
 printf %s '10.0.1.3 slots=8
 10.0.1.4 slots=8
 10.0.1.5 slots=8
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/hostfile) && cat > /data/.dss/run/hostfile'
-printf %s '{"train_micro_batch_size_per_gpu":1}' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/ds_config.json) && cat > /data/.dss/run/ds_config.json'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/hostfile) && cat > /data/.dss/run/hostfile.new && mv /data/.dss/run/hostfile.new /data/.dss/run/hostfile'
+printf %s '{"train_micro_batch_size_per_gpu":1}' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/ds_config.json) && cat > /data/.dss/run/ds_config.json.new && mv /data/.dss/run/ds_config.json.new /data/.dss/run/ds_config.json'
 if docker exec "$ctr" pgrep -f deepspeed >/dev/null 2>&1; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0

@@ -1,0 +1,258 @@
+"""Pure renderers and readers of the run's life: the supervisor that restarts a crashed
+launcher, the probe that reads a run from inside its task, and the verdict that turns
+what the probe saw into the run's state. No Pulumi, no I/O: tested directly.
+
+The supervisor is a file on the shared /data (beside the hostfile), run detached in a
+training task as the training user. Its command line names the file, not the training
+script, so the stop script's `pkill -f <script>` reaches the launcher and the ranks but
+never the supervisor; the stop marker beside it tells the supervisor a stop was asked
+for, so a stopped run is not restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from infra.layout import DATA_MOUNT, LAUNCH_DIR
+
+RunStateName = Literal["running", "finished", "failed", "stalled", "unknown"]
+BAD_STATES: tuple[RunStateName, ...] = ("failed", "stalled")
+"""States that are drift: refresh reports them, `pulumi up` relaunches the run."""
+RESTARTS_FILE = "restarts.jsonl"
+"""Per run, under /data/logs/<run>: one JSON line per automatic restart or spent budget."""
+BUDGET_SPENT = "budget_spent"
+
+
+def supervisor_path(run_name: str, node_rank: int | None = None) -> str:
+    """The supervisor file of a launch (one per node for SSH-less launches)."""
+    suffix = "" if node_rank is None else f"-{node_rank}"
+    return f"{LAUNCH_DIR}/{run_name}/supervise{suffix}.sh"
+
+
+def stop_marker(run_name: str) -> str:
+    """Present while a stop is asked for: the supervisor restarts nothing."""
+    return f"{LAUNCH_DIR}/{run_name}/stop"
+
+
+def log_dir(run_name: str) -> str:
+    return f"{DATA_MOUNT}/logs/{run_name}"
+
+
+def launcher_log(run_name: str) -> str:
+    return f"{log_dir(run_name)}/launcher.log"
+
+
+def supervisor_script(
+    *,
+    cmd: str,
+    run_name: str,
+    workdir: str,
+    max_restarts: int,
+    delay_s: int,
+    pattern: str,
+) -> str:
+    """The supervisor: runs the launcher `cmd`; when it exits non-zero and no stop was
+    asked for, records the restart, kills the ranks left on this node (a rank blocked on
+    a dead peer would hold its port), waits `delay_s` and runs it again: the training
+    script resumes from the newest complete checkpoint. After `max_restarts` it records
+    that the budget is spent and exits with the launcher's code (the run is then failed,
+    which refresh reports and `pulumi up` relaunches). Exit 0 (the last step done, or a
+    stop) ends it."""
+    log = launcher_log(run_name)
+    restarts = f"{log_dir(run_name)}/{RESTARTS_FILE}"
+    stop = stop_marker(run_name)
+    q = shlex.quote
+    return f"""# deepspeed-swarm: the supervisor of run {run_name} (infra/render/run.py)
+set -u
+mkdir -p {q(log_dir(run_name))}
+cd {q(workdir)}
+restarts=0
+while :; do
+  rc=0
+  {cmd} >>{q(log)} 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then exit "$rc"; fi
+  if [ "$restarts" -ge {max_restarts} ]; then
+    echo "supervisor: the launcher exited $rc; restart budget ({max_restarts}) spent" >>{q(log)}
+    printf '{{"event":"{BUDGET_SPENT}","exit_code":%s,"time":%s}}\\n' "$rc" "$(date +%s)" \\
+      >>{q(restarts)}
+    exit "$rc"
+  fi
+  restarts=$((restarts + 1))
+  printf '{{"event":"restart","restart":%s,"exit_code":%s,"time":%s}}\\n' \\
+    "$restarts" "$rc" "$(date +%s)" >>{q(restarts)}
+  echo "supervisor: the launcher exited $rc; restart $restarts of {max_restarts}\
+ in {delay_s}s, from the newest complete checkpoint" >>{q(log)}
+  pkill -KILL -f {q(pattern)} 2>/dev/null || true
+  sleep {delay_s}
+  if [ -e {q(stop)} ]; then exit "$rc"; fi
+done
+"""
+
+
+# The launcher's and the training script's words for a failure, newest wins.
+FAILURE_LINES = (
+    r"dss-train: error|exits with return code|exited with exit code|Traceback|Error|Killed"
+)
+
+
+PROBE_ENV_PATTERN = "DSS_PROBE_PATTERN"
+PROBE_ENV_SUPERVISOR = "DSS_PROBE_SUPERVISOR"
+
+
+def probe_env(run_name: str, pattern: str) -> dict[str, str]:
+    """The probe's environment: what it looks for is passed here, not in its text, so
+    `pgrep -f` never finds the probe's own shell."""
+    return {
+        PROBE_ENV_PATTERN: pattern,
+        PROBE_ENV_SUPERVISOR: f"{LAUNCH_DIR}/{run_name}/supervise",
+    }
+
+
+def probe_script(run_name: str) -> str:
+    """Shell run in a training task (with `probe_env`): `key=value` lines of what the
+    run is doing there (read by `parse_probe`). Times are the task's own clock, so no
+    skew between the operator's machine and the hosts enters a verdict."""
+    q = shlex.quote
+    logs = log_dir(run_name)
+    restarts = q(f"{logs}/{RESTARTS_FILE}")
+    return f"""now=$(date +%s)
+echo "now=$now"
+sup=$(pgrep -f "${PROBE_ENV_SUPERVISOR}" | head -n1 || true)
+echo "supervisor=${{sup:+1}}"
+age=0; n=0
+for p in $(pgrep -f "${PROBE_ENV_PATTERN}" || true); do
+  e=$(ps -o etimes= -p "$p" 2>/dev/null | tr -d ' ')
+  [ -n "$e" ] || continue
+  n=$((n + 1)); [ "$e" -gt "$age" ] && age=$e
+done
+echo "procs=$n"
+echo "age=$age"
+echo "last=$(tail -n1 {q(f"{logs}/metrics.jsonl")} 2>/dev/null || true)"
+echo "restarts=$(grep -c '"event":"restart"' {restarts} 2>/dev/null || true)"
+echo "spent=$(grep -c '"event":"{BUDGET_SPENT}"' {restarts} 2>/dev/null || true)"
+log={q(launcher_log(run_name))}
+err=$(grep -v '^supervisor: ' "$log" 2>/dev/null | grep -E {q(FAILURE_LINES)} | tail -n1)
+echo "error=$(printf %s "$err" | cut -c1-300)"
+ck=$(ls -d {q(f"{DATA_MOUNT}/checkpoints/{run_name}")}/step_*/MANIFEST.json 2>/dev/null \\
+  | sort | tail -n1)
+[ -n "$ck" ] && echo "checkpoint=$(basename "$(dirname "$ck")")"
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one probe saw in one task."""
+
+    now: int
+    supervisor: bool
+    procs: int
+    age_s: int
+    """How long the oldest training process there has run."""
+    last_step: int
+    last_step_time: float
+    restarts: int
+    budget_spent: bool
+    error: str
+    checkpoint: str
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value.strip() or 0)
+    except ValueError:
+        return 0
+
+
+def parse_probe(text: str) -> Probe:
+    """`probe_script`'s output -> Probe (missing or garbled lines read as nothing)."""
+    kv: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            kv.setdefault(key.strip(), value.strip())
+    last: dict[str, Any] = {}
+    try:
+        parsed = json.loads(kv.get("last") or "{}")
+        last = parsed if isinstance(parsed, dict) else {}
+    except json.JSONDecodeError:
+        pass  # a metrics line being written: no step seen
+    checkpoint = kv.get("checkpoint", "")
+    return Probe(
+        now=_int(kv.get("now", "")),
+        supervisor=kv.get("supervisor") == "1",
+        procs=_int(kv.get("procs", "")),
+        age_s=_int(kv.get("age", "")),
+        last_step=int(last.get("step") or 0),
+        last_step_time=float(last.get("time") or 0.0),
+        restarts=_int(kv.get("restarts", "")),
+        budget_spent=_int(kv.get("spent", "")) > 0,
+        error=kv.get("error", ""),
+        checkpoint=checkpoint if checkpoint.startswith("step_") else "",
+    )
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The run's state as the run resource records it (its outputs): stable while it
+    runs, so a refresh of a healthy run changes nothing."""
+
+    state: RunStateName
+    reason: str = ""
+    step: int | None = None
+    """The last logged step: set once the run is not running (finished, failed, stalled)."""
+    checkpoint: str | None = None
+    """The newest complete checkpoint, where a relaunch resumes (not while running)."""
+    restarts: int = 0
+    """Automatic restarts recorded for the run (all launches)."""
+
+    def outputs(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "reason": self.reason,
+            "step": self.step,
+            "checkpoint": self.checkpoint,
+            "restarts": self.restarts,
+        }
+
+
+def verdict(master: Probe, others: list[Probe], target_steps: int, stall_after_s: int) -> RunState:
+    """The run's state from the master task's probe (its metrics, checkpoints and logs
+    are rank 0's) and the other launch targets' (SSH-less launches: one per node).
+
+    - processes anywhere, or a supervisor about to restart: running, unless no step was
+      logged for `stall_after_s` since the later of the last step and the start of the
+      oldest process (the model's build counts as progress): stalled;
+    - nothing left: finished when the last step is the target, else failed, with the
+      launcher log's last failure line (or the spent budget) as the reason.
+    """
+    probes = [master, *others]
+    alive = any(p.procs or p.supervisor for p in probes)
+    step = master.last_step
+    ckpt = master.checkpoint or None
+    if alive:
+        procs = [p for p in probes if p.procs]
+        started = min((p.now - p.age_s for p in procs), default=master.now)
+        progress = max(master.last_step_time, float(started))
+        idle = master.now - progress
+        if procs and idle > stall_after_s:
+            return RunState(
+                "stalled",
+                f"no step for {int(idle)}s (stall_after {stall_after_s}s); last step {step}",
+                step,
+                ckpt,
+                master.restarts,
+            )
+        return RunState("running", restarts=master.restarts)
+    if step >= target_steps:
+        return RunState("finished", "", step, ckpt, master.restarts)
+    if master.budget_spent:
+        why = f"restart budget spent after {master.restarts} automatic restarts"
+    else:
+        why = "no training process is left"
+    error = master.error
+    reason = f"{why}; last step {step}" + (f"; the launcher log says: {error}" if error else "")
+    return RunState("failed", reason, step, ckpt, master.restarts)
