@@ -189,13 +189,42 @@ def overall(cs: Iterable[Change]) -> Impact:
     return max((c.impact for c in cs), default=Impact.NONE)
 
 
+def run_line(digest: Mapping[str, Any]) -> str:
+    """The run's state as its record holds it (after `preview --refresh`: as the tasks
+    report it now), or "" when the stack has no run yet. The launcher log's own line
+    stays out of the comment (it is the training's output, not the program's)."""
+    for st in digest.get("steps", []):
+        old = st.get("oldState") or {}
+        outs = old.get("outputs") or {}
+        if "stall_after_s" not in (old.get("inputs") or {}) or not outs.get("state"):
+            continue
+        state, step, ckpt = outs["state"], outs.get("step"), outs.get("checkpoint")
+        text = f"Run `{outs.get('run_name', '?')}`: **{state}**"
+        if step is not None:
+            text += f" at step {step}"
+        why = str(outs.get("reason") or "").split("; the launcher log says")[0]
+        if state in ("failed", "stalled"):
+            text += f" ({why}); `pulumi up` relaunches it from " + (
+                f"checkpoint `{ckpt}`" if ckpt else "its first step"
+            )
+        n = outs.get("restarts") or 0
+        if isinstance(n, int) and n:
+            text += f"; {n} automatic restart{'s' if n != 1 else ''} so far"
+        return text + "."
+    return ""
+
+
 def render(digest: Mapping[str, Any], stack: str, transport: str = "") -> str:
     """The PR comment for one stack's preview; `transport`: what the ranks talk over
-    (infra/render/labels.py transport_summary), shown under the heading."""
+    (infra/render/labels.py transport_summary), shown under the heading, with the run's
+    state (`run_line`)."""
     cs = changes(digest)
     lines = [f"### Training impact of `{stack}`", ""]
     if transport:
         lines += [f"Data plane: {transport}.", ""]
+    run = run_line(digest)
+    if run:
+        lines += [run, ""]
     if not cs:
         lines += ["No changes.", ""]
     else:

@@ -206,3 +206,34 @@ def test_verdicts_survive_a_rename(fixture: str) -> None:
     names = {c.name for c in preview.changes(d)}
     assert not names & {c.name for c in preview.changes(other)}, "nothing was renamed"
     assert verdicts(other) == verdicts(d)
+
+
+def _run_step(**outputs: Any) -> dict[str, Any]:
+    """A preview step of the run's record, as `pulumi preview --json` gives it."""
+    inputs = {"run_name": "dev", "stall_after_s": 900}
+    return {"op": "same", "urn": "urn:pulumi:dev::p::t::dev-launch-run-state",
+            "oldState": {"inputs": inputs, "outputs": {**inputs, **outputs}}}  # fmt: skip
+
+
+def test_comment_says_the_run_is_failed_and_what_up_does() -> None:
+    """A failed run: its state, last step and why, and that `up` relaunches it from the
+    newest checkpoint; the launcher log's own words stay out of the comment."""
+    step = _run_step(
+        state="failed", step=165, checkpoint="step_00000165", restarts=1,
+        reason="restart budget spent after 1 automatic restarts; last step 165; "
+        "the launcher log says: token=abc",
+    )  # fmt: skip
+    text = preview.render({"steps": [step]}, "dev")
+    assert (
+        "Run `dev`: **failed** at step 165 (restart budget spent after 1 automatic restarts;"
+        " last step 165); `pulumi up` relaunches it from checkpoint `step_00000165`;"
+        " 1 automatic restart so far." in text
+    ), text
+    assert "token=abc" not in text
+
+
+def test_comment_says_a_running_run_is_running() -> None:
+    """A running run: its state only; no run record at all: no line."""
+    text = preview.render({"steps": [_run_step(state="running", step=None, restarts=0)]}, "dev")
+    assert "Run `dev`: **running**." in text
+    assert "Run `" not in preview.render({"steps": []}, "dev")

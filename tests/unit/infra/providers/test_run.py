@@ -1,0 +1,88 @@
+"""infra.providers.run: when the run's record is a change, and what update does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.providers import run
+from infra.render.run import RunState
+
+pytestmark = pytest.mark.unit
+
+PROPS: dict[str, Any] = {
+    "run_name": "r",
+    "script": "/opt/dss/train.py",
+    "target_steps": 100,
+    "stall_after_s": 60,
+    "max_restarts": 3,
+    "host_endpoints": {"h1": {"url": "unix:///x"}},
+    "tasks": [{"node": "h1", "service": "ds-master"}],
+    "launches": [{"node": "h1", "service": "ds-master", "supervisor": "/data/.dss/r/s.sh"}],
+    "launched": ["cmd-1"],
+}
+
+
+def live(monkeypatch: pytest.MonkeyPatch, state: str) -> list[str]:
+    """Make the tasks report `state`; returns the list relaunches are recorded in."""
+    relaunched: list[str] = []
+    monkeypatch.setattr(run, "observe", lambda _props: RunState(state))  # type: ignore[arg-type]
+    monkeypatch.setattr(run, "relaunch", lambda props: relaunched.append(props["run_name"]))
+    return relaunched
+
+
+@pytest.mark.parametrize("state", ["running", "finished", "unknown"])
+def test_healthy_or_unreadable_run_is_no_change(
+    monkeypatch: pytest.MonkeyPatch, state: str
+) -> None:
+    """Running, finished, or not readable (a host down: the roster's to report): no diff."""
+    live(monkeypatch, state)
+    olds = {**PROPS, "state": "running", "restarts": 5}
+    assert not run.TrainingRunProvider().diff("run-r", olds, dict(PROPS)).changes
+
+
+@pytest.mark.parametrize("state", ["failed", "stalled"])
+def test_failed_or_stalled_run_is_a_change(monkeypatch: pytest.MonkeyPatch, state: str) -> None:
+    """A dead or hung run is a change even when the record still says running (a plain
+    preview, no refresh), and so is it after a refresh read it."""
+    live(monkeypatch, state)
+    for recorded in ("running", state):
+        olds = {**PROPS, "state": recorded}
+        assert run.TrainingRunProvider().diff("run-r", olds, dict(PROPS)).changes
+
+
+def test_a_new_launch_is_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch commands re-ran (new ids) or the target moved: the record re-reads."""
+    live(monkeypatch, "running")
+    for key, value in (("launched", ["cmd-2"]), ("target_steps", 200)):
+        news = {**PROPS, key: value}
+        assert run.TrainingRunProvider().diff("run-r", dict(PROPS), news).changes
+
+
+def updated(olds: dict[str, Any]) -> dict[str, Any]:
+    """The outputs of an update from `olds` to PROPS."""
+    outs = run.TrainingRunProvider().update("run-r", olds, dict(PROPS)).outs
+    assert outs is not None
+    return outs
+
+
+def test_update_relaunches_only_a_bad_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Update relaunches a failed run and counts it; a running one is only re-read."""
+    relaunched = live(monkeypatch, "failed")
+    outs = updated({**PROPS, "relaunches": 2})
+    assert relaunched == ["r"] and outs["relaunches"] == 3
+    relaunched = live(monkeypatch, "running")
+    outs = updated({**PROPS, "relaunches": 2})
+    assert relaunched == [] and outs["relaunches"] == 2 and outs["state"] == "running"
+
+
+def test_unreachable_master_reads_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A master task whose host does not answer: `unknown`, with the error's first line."""
+
+    def down(_props: dict[str, Any], _task: dict[str, Any]) -> Any:
+        raise ConnectionError("connection refused\nmore")
+
+    monkeypatch.setattr(run, "_probe", down)
+    state = run.observe(dict(PROPS))
+    assert state.state == "unknown" and state.reason.endswith("connection refused")

@@ -1,0 +1,153 @@
+"""infra.render.run: the supervisor, the probe's reading and the run's verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infra.render import run
+from infra.render.run import Probe, parse_probe, verdict
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_000_000
+
+
+def probe(**kw: object) -> Probe:
+    base: dict[str, object] = dict(
+        now=NOW, supervisor=True, procs=3, age_s=600, last_step=40, last_step_time=NOW - 5,
+        restarts=0, budget_spent=False, error="", checkpoint="step_00000040",
+    )  # fmt: skip
+    base.update(kw)
+    return Probe(**base)  # type: ignore[arg-type]  # the test's own keyword set
+
+
+def test_running_run_holds_no_step() -> None:
+    """A run with processes that stepped recently is running, with no step or checkpoint:
+    its record does not change while it trains."""
+    state = verdict(probe(), [], 1000, 60)
+    assert state.outputs() == {
+        "state": "running", "reason": "", "step": None, "checkpoint": None, "restarts": 0,
+    }  # fmt: skip
+
+
+def test_no_step_for_stall_after_is_stalled() -> None:
+    """Live processes, last step older than stall_after: stalled, naming how long."""
+    state = verdict(probe(last_step_time=NOW - 200), [], 1000, 60)
+    assert state.state == "stalled" and state.step == 40
+    assert state.reason.startswith("no step for 200s (stall_after 60s)")
+
+
+def test_a_young_process_counts_as_progress() -> None:
+    """A run that restarted 10 s ago, its last step long before: still building, running."""
+    assert verdict(probe(age_s=10, last_step_time=NOW - 900), [], 1000, 60).state == "running"
+
+
+def test_supervisor_between_attempts_is_running() -> None:
+    """No process but a supervisor waiting to restart: running, never stalled."""
+    assert verdict(probe(procs=0, last_step_time=NOW - 900), [], 1000, 60).state == "running"
+
+
+def test_last_step_reached_is_finished() -> None:
+    """Nothing left and the last step is the target: finished at that step."""
+    state = verdict(probe(supervisor=False, procs=0, last_step=1000), [], 1000, 60)
+    assert (state.state, state.step, state.reason) == ("finished", 1000, "")
+
+
+def test_nothing_left_before_the_target_is_failed_with_the_log_line() -> None:
+    """Nothing left, short of the target: failed, with the last step and the launcher's line."""
+    p = probe(supervisor=False, procs=0, error="dss-train: error: boom")
+    state = verdict(p, [], 1000, 60)
+    assert state.state == "failed" and state.step == 40 and state.checkpoint == "step_00000040"
+    assert "no training process is left; last step 40" in state.reason
+    assert state.reason.endswith("the launcher log says: dss-train: error: boom")
+
+
+def test_spent_budget_is_the_reason() -> None:
+    """A supervisor that gave up: the reason says so and how many restarts it made."""
+    p = probe(supervisor=False, procs=0, restarts=3, budget_spent=True)
+    assert verdict(p, [], 1000, 60).reason.startswith(
+        "restart budget spent after 3 automatic restarts"
+    )
+
+
+def test_a_worker_still_running_keeps_the_run_alive() -> None:
+    """The master's launcher gone but a worker's rank still there (a hang): not failed."""
+    master = probe(supervisor=False, procs=0, last_step_time=NOW - 900)
+    state = verdict(master, [probe(supervisor=False, procs=1, age_s=900)], 1000, 60)
+    assert state.state == "stalled"
+
+
+def test_parse_probe_reads_every_line() -> None:
+    """The probe's key=value lines become a Probe; the last metrics line gives the step."""
+    last = json.dumps({"step": 12, "time": 99.5})
+    text = (
+        f"now=100\nsupervisor=1\nprocs=4\nage=30\nlast={last}\nrestarts=2\nspent=1\n"
+        "error=Traceback (most recent call last):\ncheckpoint=step_00000010\n"
+    )
+    error = "Traceback (most recent call last):"
+    assert parse_probe(text) == Probe(100, True, 4, 30, 12, 99.5, 2, True, error, "step_00000010")
+
+
+def test_parse_probe_of_nothing_is_an_empty_task() -> None:
+    """No output (a task gone) or a half-written metrics line reads as nothing running."""
+    p = parse_probe('last={"step": 1')
+    assert (p.procs, p.supervisor, p.last_step, p.checkpoint) == (0, False, 0, "")
+
+
+def _sh(script: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """Run a supervisor as the launch does: `sh <file>` (its pkill must not match itself)."""
+    path = tmp / "supervise.sh"
+    path.write_text(script)
+    return subprocess.run(["sh", str(path)], capture_output=True, text=True, cwd=tmp, timeout=60)
+
+
+def _local(script: str, tmp: Path) -> str:
+    """The supervisor with the task's paths moved under `tmp`."""
+    return script.replace("/data/", f"{tmp}/data/").replace("/opt/dss", str(tmp))
+
+
+def test_supervisor_restarts_within_the_budget_and_records_it(tmp_path: Path) -> None:
+    """A launcher that keeps failing is run 1 + max_restarts times; each restart and the
+    spent budget are recorded; the supervisor exits with the launcher's code."""
+    count = tmp_path / "count"
+    cmd = f"sh -c 'echo x >> {count}; exit 3'"  # one command, as shlex.join(argv) is
+    script = run.supervisor_script(cmd=cmd, run_name="r", workdir="/opt/dss", max_restarts=2,
+                                   delay_s=0, pattern="no-such-process-pattern")  # fmt: skip
+    proc = _sh(_local(script, tmp_path), tmp_path)
+    assert proc.returncode == 3
+    assert len(count.read_text().splitlines()) == 3
+    records = [json.loads(x) for x in (tmp_path / "data/logs/r/restarts.jsonl").read_text().split()]
+    assert [r["event"] for r in records] == ["restart", "restart", "budget_spent"]
+    assert "restart budget (2) spent" in (tmp_path / "data/logs/r/launcher.log").read_text()
+
+
+def test_supervisor_stops_on_success(tmp_path: Path) -> None:
+    """A launcher that exits 0 (the last step, or a stop) ends the supervisor: no restart."""
+    script = run.supervisor_script(cmd="true", run_name="r", workdir="/opt/dss", max_restarts=2,
+                                   delay_s=0, pattern="no-such-process-pattern")  # fmt: skip
+    assert _sh(_local(script, tmp_path), tmp_path).returncode == 0
+    assert not (tmp_path / "data/logs/r/restarts.jsonl").exists()
+
+
+def test_supervisor_restarts_nothing_after_a_stop(tmp_path: Path) -> None:
+    """With the stop marker set (a `destroy` or a relaunch), a failed launcher is not rerun."""
+    marker = Path(_local(run.stop_marker("r"), tmp_path))
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    script = run.supervisor_script(cmd="sh -c 'exit 143'", run_name="r", workdir="/opt/dss",
+                                   max_restarts=5, delay_s=0, pattern="x-none")  # fmt: skip
+    assert _sh(_local(script, tmp_path), tmp_path).returncode == 143
+    assert not (tmp_path / "data/logs/r/restarts.jsonl").exists()
+
+
+def test_probe_finds_processes_through_its_environment_only() -> None:
+    """The probe's text names neither the training script nor the supervisor (they come
+    through its environment), so `pgrep -f` never counts the probe's own shell."""
+    text = run.probe_script("myrun")
+    assert "train.py" not in text and "supervise" not in text
+    assert f'"${run.PROBE_ENV_PATTERN}"' in text and f'"${run.PROBE_ENV_SUPERVISOR}"' in text
+    assert run.probe_env("myrun", "/opt/dss/train.py")[run.PROBE_ENV_PATTERN] == "/opt/dss/train.py"
