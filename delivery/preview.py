@@ -194,9 +194,11 @@ def run_line(digest: Mapping[str, Any]) -> str:
     report it now), or "" when the stack has no run yet. The launcher log's own line
     stays out of the comment (it is the training's output, not the program's)."""
     for st in digest.get("steps", []):
+        types, _ = parse_urn(st["urn"])
         old = st.get("oldState") or {}
         outs = old.get("outputs") or {}
-        if "stall_after_s" not in (old.get("inputs") or {}) or not outs.get("state"):
+        role = role_of(component_of(types), types[-1], old.get("inputs") or {})
+        if role is not Role.RUN or not outs.get("state"):
             continue
         state, step, ckpt = outs["state"], outs.get("step"), outs.get("checkpoint")
         text = f"Run `{outs.get('run_name', '?')}`: **{state}**"

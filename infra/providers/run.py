@@ -36,13 +36,13 @@ from infra.providers.boundary import BoundaryProvider
 from infra.providers.hostops import docker_client
 from infra.render.run import (
     BAD_STATES,
-    PROBE_ENV_SUPERVISOR,
     Probe,
     RunState,
     parse_probe,
     probe_env,
     probe_script,
     stop_marker,
+    supervisor_prefix,
     verdict,
 )
 
@@ -108,13 +108,13 @@ def observe(props: dict[str, Any]) -> RunState:
     return verdict(master, others, props["target_steps"], props["stall_after_s"])
 
 
-def relaunch(props: dict[str, Any]) -> None:
+def relaunch(props: dict[str, Any]) -> RunState:
     """Kill what is left of the run in every training task (supervisors first, which
     would restart what is killed next; then the ranks, a stalled one included), start
     the launch targets' supervisors again, and wait until training processes run (the
-    script resumes from the newest complete checkpoint)."""
+    script resumes from the newest complete checkpoint); the running state it saw."""
     run = props["run_name"]
-    kill = {"SUP": probe_env(run, "")[PROBE_ENV_SUPERVISOR], "PAT": props["script"]}
+    kill = {"SUP": supervisor_prefix(run), "PAT": props["script"]}
     for task in props["tasks"]:
         ctr = _container(props, task)
         if ctr is not None:
@@ -130,8 +130,9 @@ def relaunch(props: dict[str, Any]) -> None:
         ctr.exec_run(["sh", launch["supervisor"]], user=TRAIN_UID, detach=True)
     deadline = time.monotonic() + RELAUNCH_WAIT_S
     while time.monotonic() < deadline:
-        if observe(props).state == "running":
-            return
+        state = observe(props)
+        if state.state == "running":
+            return state
         time.sleep(2)
     raise Exception(
         f"run {run}: relaunched, but no training process runs after {RELAUNCH_WAIT_S}s; "
@@ -159,10 +160,11 @@ class TrainingRunProvider(BoundaryProvider):
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         relaunches = int(olds.get("relaunches") or 0)
-        if observe(news).state in BAD_STATES:
-            relaunch(news)
+        state = observe(news)
+        if state.state in BAD_STATES:
+            state = relaunch(news)
             relaunches += 1
-        return UpdateResult(outs={**news, **observe(news).outputs(), "relaunches": relaunches})
+        return UpdateResult(outs={**news, **state.outputs(), "relaunches": relaunches})
 
 
 class TrainingRun(Resource):

@@ -26,10 +26,15 @@ RESTARTS_FILE = "restarts.jsonl"
 BUDGET_SPENT = "budget_spent"
 
 
+def supervisor_prefix(run_name: str) -> str:
+    """What every supervisor file of the run starts with (its command line, to pgrep)."""
+    return f"{LAUNCH_DIR}/{run_name}/supervise"
+
+
 def supervisor_path(run_name: str, node_rank: int | None = None) -> str:
     """The supervisor file of a launch (one per node for SSH-less launches)."""
     suffix = "" if node_rank is None else f"-{node_rank}"
-    return f"{LAUNCH_DIR}/{run_name}/supervise{suffix}.sh"
+    return f"{supervisor_prefix(run_name)}{suffix}.sh"
 
 
 def stop_marker(run_name: str) -> str:
@@ -107,7 +112,7 @@ def probe_env(run_name: str, pattern: str) -> dict[str, str]:
     `pgrep -f` never finds the probe's own shell."""
     return {
         PROBE_ENV_PATTERN: pattern,
-        PROBE_ENV_SUPERVISOR: f"{LAUNCH_DIR}/{run_name}/supervise",
+        PROBE_ENV_SUPERVISOR: supervisor_prefix(run_name),
     }
 
 

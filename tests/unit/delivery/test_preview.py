@@ -211,7 +211,11 @@ def test_verdicts_survive_a_rename(fixture: str) -> None:
 def _run_step(**outputs: Any) -> dict[str, Any]:
     """A preview step of the run's record, as `pulumi preview --json` gives it."""
     inputs = {"run_name": "dev", "stall_after_s": 900}
-    return {"op": "same", "urn": "urn:pulumi:dev::p::t::dev-launch-run-state",
+    urn = (
+        "urn:pulumi:dev::deepspeed-swarm::deepspeed-swarm:launch:TrainingLaunch"
+        "$pulumi-python:dynamic:Resource::dev-launch-run-state"
+    )
+    return {"op": "same", "urn": urn,
             "oldState": {"inputs": inputs, "outputs": {**inputs, **outputs}}}  # fmt: skip
 
 

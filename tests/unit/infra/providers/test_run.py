@@ -28,7 +28,12 @@ def live(monkeypatch: pytest.MonkeyPatch, state: str) -> list[str]:
     """Make the tasks report `state`; returns the list relaunches are recorded in."""
     relaunched: list[str] = []
     monkeypatch.setattr(run, "observe", lambda _props: RunState(state))  # type: ignore[arg-type]
-    monkeypatch.setattr(run, "relaunch", lambda props: relaunched.append(props["run_name"]))
+
+    def relaunch(props: dict[str, Any]) -> RunState:
+        relaunched.append(props["run_name"])
+        return RunState("running")
+
+    monkeypatch.setattr(run, "relaunch", relaunch)
     return relaunched
 
 
