@@ -31,6 +31,8 @@ RUN = "runstate"
 SECRET = "wandb-runstate-8e2c51"
 CKPT_EVERY = 5
 STALL_AFTER_S = 45
+TASKS = ((1, MASTER_SERVICE), (2, WORKER_SERVICE))
+"""(lab host, service) of each training task of the dev stack."""
 RANK = "--local_rank="
 """In a rank's command line only (not the launcher's, the supervisor's or sshd's)."""
 
@@ -150,7 +152,7 @@ def test_up_relaunches_a_failed_run(stack: Stack) -> None:
 def test_stalled_run_is_drift_and_up_relaunches_it(stack: Stack) -> None:
     """Stopped ranks (SIGSTOP: a hang) make a stalled run after `stall_after`: refresh
     names it stalled; `up` kills what hangs and relaunches; no stopped process is left."""
-    for host, service in ((1, MASTER_SERVICE), (2, WORKER_SERVICE)):
+    for host, service in TASKS:
         exec_text(task(host, service), ["pkill", "-STOP", "-f", "--", RANK])
     time.sleep(STALL_AFTER_S + 15)
     report = drift(stack, "refresh", "--preview-only")
@@ -158,7 +160,7 @@ def test_stalled_run_is_drift_and_up_relaunches_it(stack: Stack) -> None:
     before = len(resumes())
     stack.pulumi("up", "--yes", "--skip-preview")
     resumed_after(before, time.monotonic())
-    for host, service in ((1, MASTER_SERVICE), (2, WORKER_SERVICE)):
+    for host, service in TASKS:
         ps = exec_text(task(host, service), ["ps", "-eo", "stat=,args="])
         stopped = [line for line in ps.splitlines() if RANK in line and line.startswith("T")]
         assert not stopped, f"{service}: stopped ranks left: {stopped}"
@@ -169,7 +171,7 @@ def test_stalled_run_is_drift_and_up_relaunches_it(stack: Stack) -> None:
 def test_finished_run_is_not_drift(stack: Stack) -> None:
     """A run stopped, given a last step a few steps on, and `up`: it trains to that step
     and finishes; then refresh, preview and `up` change nothing and start nothing."""
-    for host, service in ((1, MASTER_SERVICE), (2, WORKER_SERVICE)):
+    for host, service in TASKS:
         ctr = task(host, service)
         exec_text(ctr, ["pkill", "-KILL", "-f", f"/data/.dss/{RUN}/supervise"])
         exec_text(ctr, ["pkill", "-KILL", "-f", "/opt/dss/train.py"])
@@ -192,7 +194,7 @@ def test_finished_run_is_not_drift(stack: Stack) -> None:
 def training_processes_left() -> list[str]:
     """Command lines of the run's processes (supervisors, launchers, ranks) in its tasks."""
     out = []
-    for host, service in ((1, MASTER_SERVICE), (2, WORKER_SERVICE)):
+    for host, service in TASKS:
         ps = exec_text(task(host, service), ["ps", "-eo", "args="])
         out += [x for x in ps.splitlines() if "/opt/dss/train.py" in x or "supervise" in x]
     return out
