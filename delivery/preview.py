@@ -87,9 +87,17 @@ def _op(ops: Iterable[str], step: Mapping[str, Any]) -> str | None:
 
 
 def changed_keys(step: Mapping[str, Any]) -> tuple[str, ...]:
-    """Property paths that differ: the detailed diff when the provider gave one."""
+    """Property paths that differ: the detailed diff when the provider gave one. A
+    dynamic provider cannot (Python's DiffResult has no keys), so for an update with
+    none the top-level inputs that differ stand in (the engine's own `__provider`
+    blob, which any program change rewrites, left out)."""
     detailed = step.get("detailedDiff") or {}
     keys = list(detailed) or [*(step.get("replaceReasons") or []), *(step.get("diffReasons") or [])]
+    if not keys and step.get("op") == "update":
+        old, new = inputs(step, "oldState"), inputs(step, "newState")
+        keys = [
+            k for k in sorted({*old, *new}) if not k.startswith("__") and old.get(k) != new.get(k)
+        ]
     return tuple(sorted(dict.fromkeys(str(k) for k in keys)))
 
 

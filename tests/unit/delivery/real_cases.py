@@ -55,12 +55,14 @@ class Case:
 
 
 # A new secret, and monitoring on, change what the training tasks mount or see (their
-# spec): Swarm restarts them and the launch runs again.
+# spec): Swarm restarts them and the launch runs again; the run's record (whose inputs
+# hold the launch's id) re-reads the run and starts nothing itself.
 RESTARTED = {
     "train-master": ("update", RESTARTS),
     "train-worker": ("update", RESTARTS),
     "launch-roster": ("update", NONE),
     "launch-run": ("replace", RESTARTS),
+    "launch-run-state": ("update", NONE),
 }
 
 CASES: tuple[Case, ...] = (
@@ -75,8 +77,12 @@ CASES: tuple[Case, ...] = (
             "--type",
             "float",
         ),
-        {"launch-run": ("replace", RESTARTS), "launch-roster": ("update", NONE)},
-        words={"launch-run": "restarted"},
+        {
+            "launch-run": ("replace", RESTARTS),
+            "launch-roster": ("update", NONE),
+            "launch-run-state": ("update", NONE),
+        },
+        words={"launch-run": "restarted", "launch-run-state": "re-reads"},
     ),
     Case(
         "node-label",
