@@ -122,5 +122,7 @@ pulumi.export(
         "relaunches": launch.run.relaunches,
     },
 )
+if launch.gate is not None:
+    pulumi.export("gate", launch.gate.summary)
 if monitoring is not None:
     pulumi.export("prometheusAddress", monitoring.address)

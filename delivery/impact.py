@@ -42,6 +42,7 @@ from infra.layout import (
     TRAINING_SERVICES,
     WARMUP_SERVICE,
 )
+from infra.providers.health import HEALTH_KEYS
 
 
 def component(module: str, cls: str) -> str:
@@ -56,9 +57,12 @@ NETWORK = component("network", "OverlayNetwork")
 SECRETS = component("secrets", "ClusterSecrets")
 SERVICES = component("services", "TrainingServices")
 LAUNCH = component("launch", "TrainingLaunch")
+GATE = component("gate", "BandwidthGate")
 JUPYTER = component("jupyter", "JupyterLab")
 MONITORING = component("monitoring", "Monitoring")
-COMPONENTS = (HOSTFACTS, SWARM, IMAGE, NETWORK, SECRETS, SERVICES, LAUNCH, JUPYTER, MONITORING)
+COMPONENTS = (
+    HOSTFACTS, SWARM, IMAGE, NETWORK, SECRETS, SERVICES, LAUNCH, GATE, JUPYTER, MONITORING,
+)  # fmt: skip
 
 
 class Impact(enum.IntEnum):
@@ -94,6 +98,7 @@ class Role(enum.Enum):
     ROSTER = "task roster"
     LAUNCH = "launch command"
     RUN = "training run"
+    GATE = "collective gate"
     JUPYTER_TOKEN = "jupyter token"
     JUPYTER_SERVICE = "jupyter service"
     MONITORING_SERVICE = "monitoring service"
@@ -168,6 +173,7 @@ RULES: tuple[Rule, ...] = (
     Rule(SECRETS, DYNAMIC_TYPE, has("comment"), Role.SSH_KEY),
     Rule(LAUNCH, DYNAMIC_TYPE, has("expected_tasks"), Role.ROSTER),
     Rule(LAUNCH, DYNAMIC_TYPE, has("stall_after_s"), Role.RUN),
+    Rule(GATE, DYNAMIC_TYPE, has("min_busbw_MBps"), Role.GATE),
     Rule(JUPYTER, DYNAMIC_TYPE, has("rotation"), Role.JUPYTER_TOKEN),
     # Services: by their Swarm name or dss.role label.
     Rule(SERVICES, SERVICE_TYPE, named(WARMUP_SERVICE), Role.WARMUP_SERVICE),
@@ -208,7 +214,8 @@ def touches(keys: Iterable[str], *prefixes: str) -> bool:
 class Verdict:
     """For ops in `ops` (None: any), when `only` is set every changed path is below it,
     when `touching` is set some changed path is below it: `impact` because `why`.
-    `{replicas}` in `why` becomes `<old> -> <new>` (integers only)."""
+    `{replicas}` in `why` becomes `<old> -> <new>` (integers only); `{remedy}` the
+    resource's own `remedy` input (the host facts': infra/render/remedy.py)."""
 
     impact: Impact
     why: str
@@ -235,7 +242,17 @@ def _alone(what: str) -> tuple[Verdict, ...]:
 NO_TRAINING = (Verdict(Impact.NONE, "no training resource"),)
 
 VERDICTS: dict[Role, tuple[Verdict, ...]] = {
-    Role.HOST_FACTS: (Verdict(Impact.NONE, "host facts are read-only"),),
+    Role.HOST_FACTS: (
+        # infra/providers/health.py: the facts read a fault; `up` refuses the host.
+        Verdict(
+            Impact.NONE,
+            "the host reports a GPU health fault (see the drift): `pulumi up` refuses it"
+            " until it is dealt with; remedy: {remedy}",
+            on("drift", "update"),
+            touching=tuple(f"expected.{k}" for k in HEALTH_KEYS),
+        ),
+        Verdict(Impact.NONE, "host facts are read-only"),
+    ),
     Role.SWARM_INIT: (
         Verdict(
             Impact.RESTARTS, "the swarm itself is re-initialised", on("replace", "delete", "drift")
@@ -339,6 +356,17 @@ VERDICTS: dict[Role, tuple[Verdict, ...]] = {
         ),
         Verdict(Impact.NONE, "run state record"),
     ),
+    # The gate measures only where no run is alive (new tasks, or `skipped`); a failed
+    # gate stops `up` before the launch, which is the launch rows' business.
+    Role.GATE: (
+        Verdict(
+            Impact.NONE,
+            "collective gate: an all-reduce across the training tasks before the launch"
+            " (skipped where training already runs)",
+            on("create", "update"),
+        ),
+        Verdict(Impact.NONE, "collective gate record"),
+    ),
     Role.JUPYTER_TOKEN: _alone("JupyterLab's login token only"),
     Role.JUPYTER_SERVICE: _alone("JupyterLab on the master only"),
     Role.MONITORING_SERVICE: _alone("monitoring service: Prometheus or the node exporters restart"),
@@ -372,6 +400,9 @@ def assess(
     why = verdict.why
     if "{replicas}" in why:
         why = why.replace("{replicas}", f"{_replicas(old)} -> {_replicas(new)}")
+    if "{remedy}" in why:
+        remedy = (new or old).get("remedy")
+        why = why.replace("{remedy}", remedy if isinstance(remedy, str) and remedy else "drain it")
     for prefix, note in NOTES.get(role, ()):
         if touches(keys, prefix):
             why += note

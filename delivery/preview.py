@@ -197,44 +197,71 @@ def overall(cs: Iterable[Change]) -> Impact:
     return max((c.impact for c in cs), default=Impact.NONE)
 
 
+def _record(digest: Mapping[str, Any], role: Role) -> tuple[str, Mapping[str, Any]]:
+    """The op and the recorded outputs of the resource of `role` (("", {}) if none)."""
+    for st in digest.get("steps", []):
+        types, _ = parse_urn(st["urn"])
+        old = st.get("oldState") or {}
+        if role_of(component_of(types), types[-1], old.get("inputs") or {}) is role:
+            return str(st.get("op", "")), old.get("outputs") or {}
+    return "", {}
+
+
 def run_line(digest: Mapping[str, Any]) -> str:
     """The run's state as its record holds it (after `preview --refresh`: as the tasks
     report it now), or "" when the stack has no run yet. The launcher log's own line
     stays out of the comment (it is the training's output, not the program's)."""
-    for st in digest.get("steps", []):
-        types, _ = parse_urn(st["urn"])
-        old = st.get("oldState") or {}
-        outs = old.get("outputs") or {}
-        role = role_of(component_of(types), types[-1], old.get("inputs") or {})
-        if role is not Role.RUN or not outs.get("state"):
-            continue
-        state, step, ckpt = outs["state"], outs.get("step"), outs.get("checkpoint")
-        text = f"Run `{outs.get('run_name', '?')}`: **{state}**"
-        if step is not None:
-            text += f" at step {step}"
-        why = str(outs.get("reason") or "").split("; the launcher log says")[0]
-        if state in ("failed", "stalled"):
-            text += f" ({why}); `pulumi up` relaunches it from " + (
-                f"checkpoint `{ckpt}`" if ckpt else "its first step"
-            )
-        n = outs.get("restarts") or 0
-        if isinstance(n, int) and n:
-            text += f"; {n} automatic restart{'s' if n != 1 else ''} so far"
-        return text + "."
-    return ""
+    _, outs = _record(digest, Role.RUN)
+    if not outs.get("state"):
+        return ""
+    state, step, ckpt = outs["state"], outs.get("step"), outs.get("checkpoint")
+    text = f"Run `{outs.get('run_name', '?')}`: **{state}**"
+    if step is not None:
+        text += f" at step {step}"
+    why = str(outs.get("reason") or "").split("; the launcher log says")[0]
+    if state in ("failed", "stalled"):
+        text += f" ({why}); `pulumi up` relaunches it from " + (
+            f"checkpoint `{ckpt}`" if ckpt else "its first step"
+        )
+    n = outs.get("restarts") or 0
+    if isinstance(n, int) and n:
+        text += f"; {n} automatic restart{'s' if n != 1 else ''} so far"
+    return text + "."
+
+
+def gate_line(digest: Mapping[str, Any]) -> str:
+    """The collective gate's last result, and whether this change measures again (it
+    does when the tasks change: before the launch starts in them); "" without a gate."""
+    op, outs = _record(digest, Role.GATE)
+    if not outs.get("state"):
+        return ""
+    state = outs["state"]
+    text = f"Collective gate: **{state}**"
+    if state == "passed":
+        figures = outs.get("figures") or []
+        top = max(figures, key=lambda f: f.get("bytes", 0)) if figures else {}
+        text += (
+            f", {outs.get('busbw_MBps')} MB/s bus bandwidth at {top.get('bytes', '?')} bytes"
+            f" (floor {outs.get('min_busbw_MBps')}), {outs.get('seconds')} s"
+        )
+    elif outs.get("reason"):
+        text += f" ({outs['reason']})"
+    if op in ("update", "replace", "create-replacement"):
+        text += "; this change measures again before the launch"
+    return text + "."
 
 
 def render(digest: Mapping[str, Any], stack: str, transport: str = "") -> str:
     """The PR comment for one stack's preview; `transport`: what the ranks talk over
     (infra/render/labels.py transport_summary), shown under the heading, with the run's
-    state (`run_line`)."""
+    state (`run_line`) and the collective gate's last result (`gate_line`)."""
     cs = changes(digest)
     lines = [f"### Training impact of `{stack}`", ""]
     if transport:
         lines += [f"Data plane: {transport}.", ""]
-    run = run_line(digest)
-    if run:
-        lines += [run, ""]
+    for line in (run_line(digest), gate_line(digest)):
+        if line:
+            lines += [line, ""]
     if not cs:
         lines += ["No changes.", ""]
     else:

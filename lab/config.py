@@ -167,6 +167,18 @@ class HostPaths:
         return self.dir / "modules"
 
     @property
+    def gpu_health(self) -> Path:
+        """Per-GPU faults the fake nvidia-smi reports, one GPU a line: `<uuid> <uncorrected
+        ECC count> <retired pages pending> <rows pending remap> <row remap failed>` (the
+        flags `Yes`/`No`); a GPU not listed (or no file, as `lab up` leaves it) is healthy."""
+        return self.dir / "gpu-health"
+
+    @property
+    def kernel_log(self) -> Path:
+        """What the fake `dmesg` prints (e.g. an `NVRM: Xid` line); absent: nothing."""
+        return self.dir / "kernel-log"
+
+    @property
     def toolkit_config(self) -> Path:
         """What the fake `nvidia-ctk config` prints (the runtime's config.toml); absent:
         the toolkit's defaults, whose `mode` is "auto"."""

@@ -93,20 +93,31 @@ FAKE_DRIVER_VERSION = "550.54.15"
 
 
 def render_fake_nvidia_smi(paths: HostPaths) -> str:
-    """A stand-in `nvidia-smi` answering the two queries the project makes (`-L` and
-    `--query-gpu=uuid,driver_version --format=csv,...`) from the host's GPU list, so
-    host facts (and their drift) can be read from a lab host as from a GPU server."""
+    """A stand-in `nvidia-smi` answering the queries the project makes (`-L`,
+    `--query-gpu=uuid,driver_version`, and the GPU health queries of
+    infra/providers/health.py, in `csv,noheader,nounits`) from the host's GPU list and
+    its faults file, so host facts (and their drift) can be read from a lab host as
+    from a GPU server."""
     return f"""#!/bin/sh
 # written by `python -m lab up`: a fake nvidia-smi for lab host {paths.index}
 gpus={shlex.quote(str(paths.gpu_list))}
+health={shlex.quote(str(paths.gpu_health))}
 driver=$(cat {shlex.quote(str(paths.driver_version))})
+# A GPU's faults: "<ecc> <retired pending> <remap pending> <remap failed>" (healthy default).
+faults() {{ f=$(grep -s "^$1 " "$health" | head -n1 | cut -d' ' -f2-); echo "${{f:-0 No No No}}"; }}
 case "$*" in
   *--query-gpu=uuid,driver_version*)
     while read -r uuid; do [ -n "$uuid" ] && echo "$uuid, $driver"; done < "$gpus" ;;
+  *--query-gpu=uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending*)
+    while read -r uuid; do [ -n "$uuid" ] || continue
+      set -- $(faults "$uuid"); echo "$uuid, $1, $2"; done < "$gpus" ;;
+  *--query-gpu=uuid,remapped_rows.pending,remapped_rows.failure*)
+    while read -r uuid; do [ -n "$uuid" ] || continue
+      set -- $(faults "$uuid"); echo "$uuid, $3, $4"; done < "$gpus" ;;
   *-L*)
     n=0; while read -r uuid; do
       [ -n "$uuid" ] && echo "GPU $n: Lab Fake GPU (UUID: $uuid)" && n=$((n + 1)); done < "$gpus" ;;
-  *) echo "lab nvidia-smi: only -L and --query-gpu=uuid,driver_version are faked" >&2; exit 2 ;;
+  *) echo "lab nvidia-smi: only -L and the project's --query-gpu queries are faked" >&2; exit 2 ;;
 esac
 """
 
@@ -189,6 +200,26 @@ def render_devinfo(
         suffix = f", {kind}" if link_layer == "Ethernet" else ""
         lines.append(f"\t\t\tGID[{i:3d}]:\t\t{gid}{suffix}")
     return "\n".join(lines) + "\n"
+
+
+def render_fake_dmesg(paths: HostPaths) -> str:
+    """A stand-in `dmesg`: the host's kernel log file (a test writes the driver's Xid
+    lines there), not the machine's, which is not the lab host's business."""
+    log = shlex.quote(str(paths.kernel_log))
+    return f"""#!/bin/sh
+# written by `python -m lab up`: a fake dmesg for lab host {paths.index}
+[ -f {log} ] && cat {log}
+exit 0
+"""
+
+
+def xid_line(seconds: float, code: int, pci: str = "0000:3b:00", what: str = "") -> str:
+    """A kernel log line as the NVIDIA driver prints an Xid (open-gpu-kernel-modules
+    kernel_rc.c `krcReportXid`), with dmesg's seconds since boot."""
+    what = what or {79: "GPU has fallen off the bus.", 48: "An uncorrectable double bit error"}.get(
+        code, ""
+    )
+    return f"[{seconds:12.6f}] NVRM: Xid (PCI:{pci}): {code}, pid=4242, name=python, {what}\n"
 
 
 def render_fake_lsmod(paths: HostPaths) -> str:

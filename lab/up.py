@@ -172,9 +172,13 @@ def _host_files(
     # No RDMA device and no module loaded until a test writes them (hf.render_devinfo).
     shutil.rmtree(hp.rdma_devinfo, ignore_errors=True)
     hp.kernel_modules.unlink(missing_ok=True)
+    # Healthy GPUs and a quiet kernel log until a test writes faults (hf.xid_line).
+    hp.gpu_health.unlink(missing_ok=True)
+    hp.kernel_log.unlink(missing_ok=True)
     for tool, text in (
         ("ibv_devinfo", hf.render_fake_ibv_devinfo(hp)),
         ("lsmod", hf.render_fake_lsmod(hp)),
+        ("dmesg", hf.render_fake_dmesg(hp)),
     ):
         fake = hp.bin_dir / tool
         fake.write_text(text)

@@ -17,7 +17,9 @@ import pulumi
 
 from infra.config import Host, Network, Preflight
 from infra.providers.fabric import RDMA_MTU
+from infra.providers.health import HEALTH_KEYS
 from infra.providers.hostfacts import HostFactsResource
+from infra.render.remedy import drain_remedies
 
 
 class FactsSource(Protocol):
@@ -56,6 +58,10 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
             # Only under require_gpu_isolation: stacks that opt out (the lab's fake
             # GPUs) keep the inputs they were deployed with.
             exp["gpu_runtime_isolates"] = True
+    if checks_health(cfg, host) and host.availability == "active":
+        # GPU health (infra/providers/health.py): healthy is no fault of any kind. A
+        # drained host carries no training: read, not judged.
+        exp |= {k: [] for k in HEALTH_KEYS}
     if host.rdma_interface:
         # The fabric (infra/providers/fabric.py): only on hosts that declare a device,
         # so every other host keeps the inputs it was deployed with.
@@ -68,6 +74,17 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
         if host.gpus.count and cfg.preflight.require_gpu_isolation:
             exp["rdma_devices_injected"] = True
     return exp
+
+
+def checks_health(cfg: FactsSource, host: Host) -> bool:
+    """Whether a host's GPU health is read: a GPU host, with preflight.gpu_health."""
+    return bool(host.gpus.count) and cfg.preflight.gpu_health
+
+
+def health_props(cfg: FactsSource, host: Host, remedy: str) -> dict[str, Any]:
+    """The health check's inputs (none on a host without GPUs or with it off): on, and
+    the remedy its refusal names."""
+    return {"gpu_health": True, "remedy": remedy} if checks_health(cfg, host) else {}
 
 
 def fabric_props(cfg: FactsSource, host: Host) -> dict[str, Any]:
@@ -104,6 +121,21 @@ def ssh_target(cfg: FactsSource, host: Host) -> dict[str, Any]:
     return target
 
 
+def facts_props(cfg: FactsSource, host: Host, remedy: str) -> dict[str, Any]:
+    """A host's facts resource inputs: where to reach it, what to expect, the fabric
+    and GPU health checks it gets (`remedy`: what a health refusal tells to do)."""
+    return {
+        "host": host.name,
+        "ssh": ssh_target(cfg, host),
+        "nic": host.nic,
+        "min_driver": cfg.preflight.min_driver_version,
+        "needed_mtu": cfg.network.mtu + cfg.network.overhead,
+        "expected": expected_facts(cfg, host),
+        **fabric_props(cfg, host),
+        **health_props(cfg, host, remedy),
+    }
+
+
 class HostFacts(pulumi.ComponentResource):
     """Preflight and drift detection for every host of the stack."""
 
@@ -114,19 +146,11 @@ class HostFacts(pulumi.ComponentResource):
         self, name: str, args: HostFactsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("deepspeed-swarm:hostfacts:HostFacts", name, None, opts)
-        needed = args.network.mtu + args.network.overhead
+        remedies = drain_remedies(args.hosts)
         self.facts = {
             h.name: HostFactsResource(
                 f"{name}-{h.name}",
-                {
-                    "host": h.name,
-                    "ssh": ssh_target(args, h),
-                    "nic": h.nic,
-                    "min_driver": args.preflight.min_driver_version,
-                    "needed_mtu": needed,
-                    "expected": expected_facts(args, h),
-                    **fabric_props(args, h),
-                },
+                facts_props(args, h, remedies[h.name]),
                 pulumi.ResourceOptions(parent=self),
             )
             for h in args.hosts

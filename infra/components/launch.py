@@ -27,6 +27,7 @@ from typing import Any, cast
 import pulumi
 import pulumi_command as command
 
+from infra.components.gate import BandwidthGate, BandwidthGateArgs
 from infra.components.image import TrainingImage
 from infra.components.services import TrainingServices
 from infra.components.swarm import SwarmCluster
@@ -100,6 +101,8 @@ class TrainingLaunch(pulumi.ComponentResource):
     """Rank 0's metrics file on the shared file system."""
     run: TrainingRun
     """The run's state, read from its tasks."""
+    gate: BandwidthGate | None
+    """The all-reduce gate the launch waits for (None: `preflight.gate.enabled` off)."""
 
     def __init__(
         self, name: str, args: TrainingLaunchArgs, opts: pulumi.ResourceOptions | None = None
@@ -135,6 +138,21 @@ class TrainingLaunch(pulumi.ComponentResource):
         self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
         self.logs_command = logs_command(args)
         self.training_log = metrics_path(args)
+        # The gate: an all-reduce across the new tasks before anything is launched in them.
+        self.gate = None
+        if args.preflight.gate.enabled:
+            self.gate = BandwidthGate(
+                f"{name}-gate",
+                BandwidthGateArgs(
+                    gate=args.preflight.gate,
+                    hosts=args.hosts,
+                    script=t.script,
+                    host_endpoints=args.swarm.endpoints,
+                    tasks=entries.apply(lambda es: cast(list[dict[str, Any]], es)),
+                ),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
+            )
+        before_launch: list[pulumi.Resource] = [self.roster, *([self.gate] if self.gate else [])]
         # The tasks the run lives in: new tasks (an update, a task moved by Swarm)
         # mean the old launch died with its containers, so launch again.
         task_ids = entries.apply(lambda es: ",".join(e["task_id"] for e in es))
@@ -189,7 +207,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                     triggers=[image_ref, ds_json or t.ds_config, self.hostfile, task_ids],
                     opts=pulumi.ResourceOptions(
                         parent=self,
-                        depends_on=[self.roster],
+                        depends_on=before_launch,
                         # Stop the old run (checkpoint) before starting the new one.
                         delete_before_replace=True,
                     ),

@@ -44,6 +44,14 @@ from infra.providers.gpuruntime import (
     runtime_isolates,
     runtime_problem,
 )
+from infra.providers.health import (
+    HEALTH_KEYS,
+    HEALTH_SCRIPT,
+    baseline_of,
+    health_problem,
+    parse_health,
+    seen_health,
+)
 from infra.providers.hostops import HostError, ssh_run
 from infra.versions import older_than
 
@@ -155,7 +163,7 @@ def mismatches(
     out: list[str] = []
     for key, want in expected.items():
         got = seen.get(key)
-        if got == want:
+        if got == want or key in HEALTH_KEYS:  # health: health_problem's sentences
             continue
         if key in FABRIC_KEYS:
             sentence = fabric_problem(host, key, observed, rdma, gid_index)
@@ -218,11 +226,17 @@ def engine_problem(host: str, observed: dict[str, Any], gpus: int = 0) -> list[s
 class HostFactsProvider(BoundaryProvider):
     """Reads host facts over SSH; refuses to create/update while they differ."""
 
-    def _observe(self, props: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _observe(
+        self, props: dict[str, Any], baseline: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What the host has, and the facts in the shape of `expected` (GPU health:
+        relative to `baseline`, the last check's)."""
         rdma = props.get("rdma") or ""
         script = FACTS_SCRIPT.format(nic=props["nic"])
         if rdma:
             script += FABRIC_SCRIPT.format(rdma=rdma)
+        if props.get("gpu_health"):
+            script += HEALTH_SCRIPT
         text = ssh_run(props["ssh"], script)
         observed = parse_facts(text)
         if rdma:
@@ -230,11 +244,15 @@ class HostFactsProvider(BoundaryProvider):
         seen = compare(
             props["expected"], observed, props["min_driver"], props.get("rdma_gid_index")
         )
+        if props.get("gpu_health"):
+            observed["health"] = parse_health(text)
+            health = seen_health(observed["health"], baseline)
+            seen.update({k: v for k, v in health.items() if k in props["expected"]})
         return observed, seen
 
-    def _apply(self, props: dict[str, Any]) -> dict[str, Any]:
+    def _apply(self, props: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
         try:
-            observed, seen = self._observe(props)
+            observed, seen = self._observe(props, baseline)
         except HostError as e:
             raise Exception(f"preflight: host {props['host']} unreachable: {e}") from None
         problems = mismatches(
@@ -247,30 +265,42 @@ class HostFactsProvider(BoundaryProvider):
             props.get("rdma") or "",
             props.get("rdma_gid_index"),
         ) + engine_problem(props["host"], observed, props["expected"].get("gpu_count", 0))
+        problems += [
+            health_problem(props["host"], k, observed["health"], baseline, props.get("remedy", ""))
+            for k in HEALTH_KEYS
+            if k in props["expected"] and seen.get(k)
+        ]
         if problems:
             raise Exception("preflight failed:\n  " + "\n  ".join(problems))
-        return {**props, "observed": observed}
+        out = {**props, "observed": observed}
+        if "health" in observed:
+            # Checked: the next check counts only Xid lines after this one's.
+            out["health_baseline"] = baseline_of(observed["health"], baseline)
+        return out
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_=f"facts-{props['host']}", outs=self._apply(props))
+        return CreateResult(id_=f"facts-{props['host']}", outs=self._apply(props, None))
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> Any:
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> Any:
         from pulumi.dynamic import UpdateResult
 
-        return UpdateResult(outs=self._apply(news))
+        return UpdateResult(outs=self._apply(news, olds.get("health_baseline")))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = ("expected", "nic", "min_driver", "ssh", "needed_mtu", "rdma", "rdma_gid_index")
         return diff_keys(olds, news, keys)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        observed, seen = self._observe(props)
+        # The baseline stays: a fault since the last `up` is drift until an `up` (or a
+        # drain) deals with it.
+        observed, seen = self._observe(props, props.get("health_baseline"))
         # Report what the host has as the expected facts: the next diff against the
         # program's expectations then names each drifted fact.
         return ReadResult(
             id_=id_,
             outs={**props, "expected": seen, "observed": observed},
-            inputs={k: v for k, v in props.items() if k != "observed"} | {"expected": seen},
+            inputs={k: v for k, v in props.items() if k not in ("observed", "health_baseline")}
+            | {"expected": seen},
         )
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:

@@ -74,6 +74,14 @@ def docker_client(endpoint: dict[str, Any]) -> Any:
         raise HostError(f"docker {url}: {e}") from None
 
 
+def service_container(endpoint: dict[str, Any], service: str) -> Any:
+    """The running container of a Swarm service's task on the host of `endpoint`, or None."""
+    found = docker_client(endpoint).containers.list(
+        filters={"label": f"com.docker.swarm.service.name={service}"}
+    )
+    return found[0] if found else None
+
+
 def node_hostname(node: dict[str, Any]) -> str:
     """A swarm node's hostname, or "" while the manager has no description of it yet
     (a node that has only just joined has no `Description.Hostname`)."""

@@ -33,7 +33,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Updat
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider
-from infra.providers.hostops import docker_client
+from infra.providers.hostops import service_container
 from infra.render.run import (
     BAD_STATES,
     Probe,
@@ -63,11 +63,7 @@ RELAUNCH_WAIT_S = 60
 
 def _container(props: dict[str, Any], task: dict[str, Any]) -> Any:
     """The running container of the task's service on its node, or None."""
-    endpoint = props["host_endpoints"][task["node"]]
-    found = docker_client(endpoint).containers.list(
-        filters={"label": f"com.docker.swarm.service.name={task['service']}"}
-    )
-    return found[0] if found else None
+    return service_container(props["host_endpoints"][task["node"]], task["service"])
 
 
 def _exec(ctr: Any, script: str, env: dict[str, str] | None = None, user: str = "") -> str:

@@ -8,6 +8,7 @@ the harness's (harness/stack.py, harness/lab.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -50,15 +51,23 @@ def engine() -> None:
         pytest.skip(msg)
 
 
-@pytest.fixture(scope="module")
-def lab() -> Iterator[dict[str, Any]]:
-    """A 2-host lab with 2 fake GPUs each (no swarm: the program forms it)."""
+@contextlib.contextmanager
+def lab_of(hosts: int) -> Iterator[dict[str, Any]]:
+    """A lab of `hosts` hosts with 2 fake GPUs each (no swarm: the program forms it),
+    down again afterwards whatever happens."""
     lab_cli("down", check=False)
     try:
-        lab_cli("up", "--hosts", "2", "--gpus", "2")
+        lab_cli("up", "--hosts", str(hosts), "--gpus", "2")
         yield lab_status()
     finally:
         lab_cli("down", check=False)
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[dict[str, Any]]:
+    """A 2-host lab with 2 fake GPUs each (no swarm: the program forms it)."""
+    with lab_of(2) as status:
+        yield status
 
 
 @pytest.fixture(scope="module")

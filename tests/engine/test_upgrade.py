@@ -30,6 +30,7 @@ from harness.lab import client, logged_steps, running_training_tasks, training_p
 from harness.stack import Stack, project_env
 from infra.components.services import warmup_replicas
 from infra.layout import WARMUP_SERVICE
+from infra.providers.health import HEALTH_KEYS
 from tests.engine.conftest import MakeStack
 from tests.engine.test_stack import changed_paths
 
@@ -94,6 +95,10 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
       the run and starts nothing; the launch command's scripts gain the supervisor
       (its update re-runs the idempotent launch script, which keeps the running
       launcher) and the stop marker.
+    - The collective gate (issue 21, infra/providers/gate.py) is new: created under a
+      live run it is `skipped` (it measures only before a launch).
+    - The host facts expect healthy GPUs (issue 21, infra/providers/health.py): their
+      update re-reads each host over SSH, nothing on it changes.
     """
     out: dict[str, set[str]] = {}
     api: Any = client(1).api  # docker-py's low-level API is untyped
@@ -102,9 +107,20 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
     replicas = int(warmup["Spec"]["Mode"]["Replicated"]["Replicas"])
     if replicas != warmup_replicas(HOSTS, [engine] * HOSTS):
         out["train-net-warmup"] = {"mode.replicated.replicas"}
-    if "launch-run-state" not in stack.state_text():
+    state = stack.state_text()
+    if "launch-run-state" not in state:
         out["launch-run-state"] = {"<create>"}
         out["launch-run"] = {"create", "delete"}
+    if "launch-gate-allreduce" not in state:
+        out["launch-gate"] = {"<create>"}
+        out["launch-gate-allreduce"] = {"<create>"}
+    if "gpu_xid_errors" not in state:
+        for i in range(1, HOSTS + 1):
+            out[f"facts-lab-h{i}"] = {
+                *(f"expected.{k}" for k in HEALTH_KEYS),
+                "gpu_health",
+                "remedy",
+            }
     return out
 
 
@@ -119,7 +135,13 @@ def proposed_changes(stack: Stack) -> dict[str, set[str]]:
         name = st["urn"].rsplit("::", 1)[1].removeprefix(f"{stack.name}-")
         old = (st.get("oldState") or {}).get("inputs")
         new = (st.get("newState") or {}).get("inputs")
-        paths = set(changed_paths(old, new)) if st["op"] == "update" else {f"<{st['op']}>"}
+        # `__provider` is a dynamic resource's serialised provider (the engine's, not a
+        # property of the resource): new with any change to the program's code.
+        paths = (
+            {p for p in changed_paths(old, new) if p != "__provider"}
+            if st["op"] == "update"
+            else {f"<{st['op']}>"}
+        )
         out.setdefault(name, set()).update(paths)
     return out
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_config, unprefixed
-from infra.components.hostfacts import expected_facts, fabric_props, peermem_warning, ssh_target
+from infra.components.hostfacts import facts_props, peermem_warning
 from infra.config import StackConfig, parse_stack_config
 from infra.providers.hostfacts import HostFactsProvider
+from infra.render.remedy import drain_remedies
 from lab import hostfiles as hf
 from tests.lab.conftest import Lab, outs
 
@@ -69,16 +70,7 @@ def nic(lab: Lab, i: int, dev: str = "mlx5_0", **devinfo: Any) -> None:
 def props(cfg: StackConfig, name: str) -> dict[str, Any]:
     """The facts resource's inputs for a host, as the program passes them."""
     host = next(h for h in cfg.hosts if h.name == name)
-    return {
-        "host": name,
-        "ssh": ssh_target(cfg, host),
-        "nic": host.nic,
-        "min_driver": cfg.preflight.min_driver_version,
-        "needed_mtu": cfg.network.mtu + cfg.network.overhead,
-        "expected": expected_facts(cfg, host),
-        **fabric_props(cfg, host),
-        "observed": None,
-    }
+    return {**facts_props(cfg, host, drain_remedies(cfg.hosts)[name]), "observed": None}
 
 
 def test_ready_fabric_passes_and_is_observed(fabric: Lab, rdma_cfg: StackConfig) -> None:

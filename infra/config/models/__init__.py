@@ -10,7 +10,7 @@ from infra.config.models.cluster import (
     Network,
 )
 from infra.config.models.job import Image, Mount, Recovery, RestartPolicy, Training
-from infra.config.models.services import Alerts, Jupyter, Monitoring, Preflight
+from infra.config.models.services import Alerts, Gate, Jupyter, Monitoring, Preflight
 from infra.config.models.stack import CONFIG_KEYS, StackConfig
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "VXLAN_OVERHEAD",
     "Alerts",
     "DockerTls",
+    "Gate",
     "Gpus",
     "Host",
     "Image",

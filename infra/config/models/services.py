@@ -29,6 +29,32 @@ class Jupyter(_Model):
     """Port published on the master host only (Swarm host mode). Default 8888."""
 
 
+class Gate(_Model):
+    """The collective-bandwidth gate between the training services and the launch
+    (docs/gate.md): a gloo all-reduce across every training task, on the tasks' own
+    data plane; under the floor, pairs of hosts are measured and the slow ones named,
+    and the launch does not start."""
+
+    enabled: bool = True
+    """Run the gate before every launch in new tasks. Default true."""
+    min_busbw_MBps: Annotated[float, Field(ge=0)] = 100.0
+    """Floor on the all-reduce's bus bandwidth (2(n-1)/n x size / time, as nccl-tests
+    report it) at the largest of `sizes`, in MB/s (10^6 bytes/s). gloo over TCP, one
+    process per host: calibrate it on a healthy cluster (docs/gate.md). Default 100."""
+    sizes: Annotated[
+        list[Annotated[int, Field(ge=1024, le=1 << 30)]], Field(min_length=1, max_length=8)
+    ] = [
+        1 << 20,
+        16 << 20,
+    ]
+    """All-reduce sizes in bytes, 1 KiB to 1 GiB; the floor applies to the largest.
+    Default 1 MiB and 16 MiB."""
+    iters: Annotated[int, Field(ge=1, le=100)] = 3
+    """Timed all-reduces per size (after one warm-up). Default 3."""
+    port: Port = 29600
+    """Rendezvous port of the gate's all-reduce on the first task. Default 29600."""
+
+
 class Preflight(_Model):
     """What `pulumi up` checks on every host before creating services."""
 
@@ -44,6 +70,12 @@ class Preflight(_Model):
     operator's ssh agent."""
     ssh_known_hosts_file: str | None = None
     """known_hosts to verify host keys against (strict). Default: not verified."""
+    gpu_health: bool = True
+    """On GPU hosts, refuse (and report as drift) GPU Xid errors in the kernel log since
+    the last check, memory pending retirement or remap, failed row remapping and
+    uncorrected ECC errors (infra/providers/health.py). Default true."""
+    gate: Gate = Gate()
+    """The all-reduce gate before the launch. Default: on, floor 100 MB/s."""
 
 
 class Alerts(_Model):

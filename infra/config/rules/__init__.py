@@ -214,6 +214,13 @@ RULES: tuple[Rule, ...] = (
         ports.sshd_port,
     ),
     Rule(
+        "preflight.gate.port",
+        "error",
+        "With the gate on: clear of the master, sshd and (with monitoring) rank metrics "
+        "ports and of Swarm's, all inside the training tasks.",
+        ports.gate_port,
+    ),
+    Rule(
         "jupyter.port",
         "error",
         "With JupyterLab: not a port Swarm holds, the master host's SSH port nor (with "

@@ -64,6 +64,26 @@ def rank_metrics_ports(cfg: StackConfig) -> list[str]:
     ]
 
 
+def gate_port(cfg: StackConfig) -> list[str]:
+    gate, mon, t = cfg.preflight.gate, cfg.monitoring, cfg.training
+    if not gate.enabled:
+        return []
+    taken = {
+        **SWARM_PORTS,
+        t.master_port: "training.master_port",
+        t.sshd_port: "training.sshd_port",
+    }
+    if mon.enabled:
+        for i in range(t.ranks_per_node):
+            taken[mon.rank_metrics_port + i] = f"local rank {i}'s monitoring.rank_metrics_port"
+    if gate.port not in taken:
+        return []
+    return [
+        f"preflight.gate.port: {gate.port} is {taken[gate.port]} inside the training tasks; "
+        f"allowed: any port except {sorted(taken)}"
+    ]
+
+
 def prometheus_port(cfg: StackConfig) -> list[str]:
     mon = cfg.monitoring
     if not mon.enabled:

@@ -56,13 +56,16 @@ class Case:
 
 # A new secret, and monitoring on, change what the training tasks mount or see (their
 # spec): Swarm restarts them and the launch runs again; the run's record (whose inputs
-# hold the launch's id) re-reads the run and starts nothing itself.
+# hold the launch's id) re-reads the run and starts nothing itself; the collective
+# gate's inputs hold the roster's tasks, unknown in a preview, so it shows an update
+# (in `up` it measures only if the tasks really changed, before the launch).
 RESTARTED = {
     "train-master": ("update", RESTARTS),
     "train-worker": ("update", RESTARTS),
     "launch-roster": ("update", NONE),
     "launch-run": ("replace", RESTARTS),
     "launch-run-state": ("update", NONE),
+    "launch-gate-allreduce": ("update", NONE),
 }
 
 CASES: tuple[Case, ...] = (
@@ -81,8 +84,13 @@ CASES: tuple[Case, ...] = (
             "launch-run": ("replace", RESTARTS),
             "launch-roster": ("update", NONE),
             "launch-run-state": ("update", NONE),
+            "launch-gate-allreduce": ("update", NONE),
         },
-        words={"launch-run": "restarted", "launch-run-state": "re-reads"},
+        words={
+            "launch-run": "restarted",
+            "launch-run-state": "re-reads",
+            "launch-gate-allreduce": "before the launch",
+        },
     ),
     Case(
         "node-label",

@@ -169,7 +169,34 @@ def test_every_role_has_verdicts() -> None:
 
 def test_reasons_name_no_values() -> None:
     """Reasons are fixed text: nothing of a resource's inputs is formatted into them
-    but the replica counts."""
+    but the replica counts and the host facts' remedy (the program's own sentence of
+    host names and indexes, infra/render/remedy.py; never a secret)."""
     for role, rows in VERDICTS.items():
         for v in rows:
-            assert "{" not in v.why.replace("{replicas}", ""), (role, v.why)
+            fixed = v.why.replace("{replicas}", "").replace("{remedy}", "")
+            assert "{" not in fixed, (role, v.why)
+            assert "{remedy}" not in v.why or role is Role.HOST_FACTS, (role, v.why)
+
+
+def test_a_gpu_health_drift_names_the_hosts_remedy() -> None:
+    """A host facts change in a GPU health fact says `up` refuses it and gives the
+    host's own remedy (its `remedy` input)."""
+    remedy = "set hosts[1].availability: drain (the spare lab-h3 takes its place), then `pulumi up`"
+    impact, why = assess(
+        Role.HOST_FACTS, "drift", ("expected.gpu_xid_errors[0]",), {}, {"remedy": remedy}
+    )
+    assert impact is Impact.NONE
+    assert "GPU health fault" in why and why.endswith(f"remedy: {remedy}")
+
+
+def test_another_host_facts_change_is_read_only() -> None:
+    """A host facts change outside GPU health keeps the read-only verdict."""
+    assert assess(Role.HOST_FACTS, "drift", ("expected.nic_mtu",), {}, {})[1] == (
+        "host facts are read-only"
+    )
+
+
+def test_the_gate_leaves_training_alone() -> None:
+    """The collective gate's create or update measures before a launch: no impact."""
+    impact, why = assess(Role.GATE, "update", ("tasks",), {}, {})
+    assert impact is Impact.NONE and "before the launch" in why

@@ -241,3 +241,33 @@ def test_comment_says_a_running_run_is_running() -> None:
     text = preview.render({"steps": [_run_step(state="running", step=None, restarts=0)]}, "dev")
     assert "Run `dev`: **running**." in text
     assert "Run `" not in preview.render({"steps": []}, "dev")
+
+
+def _gate_step(op: str = "same", **outputs: Any) -> dict[str, Any]:
+    """A preview step of the collective gate's record."""
+    inputs = {"min_busbw_MBps": 20.0, "sizes": [1048576, 4194304]}
+    urn = (
+        "urn:pulumi:dev::deepspeed-swarm::deepspeed-swarm:launch:TrainingLaunch$"
+        "deepspeed-swarm:gate:BandwidthGate$pulumi-python:dynamic:Resource::dev-launch-gate-allreduce"
+    )
+    return {"op": op, "urn": urn,
+            "oldState": {"inputs": inputs, "outputs": {**inputs, **outputs}}}  # fmt: skip
+
+
+def test_comment_gives_the_gates_last_result() -> None:
+    """A passed gate: its bandwidth at the largest size, the floor and the time."""
+    figures = [{"bytes": 1048576, "busbw_MBps": 30.0}, {"bytes": 4194304, "busbw_MBps": 105.1}]
+    step = _gate_step(state="passed", busbw_MBps=105.1, figures=figures, seconds=5.1)
+    assert (
+        "Collective gate: **passed**, 105.1 MB/s bus bandwidth at 4194304 bytes (floor 20.0),"
+        " 5.1 s." in preview.render({"steps": [step]}, "dev")
+    )
+
+
+def test_comment_says_a_change_measures_the_gate_again() -> None:
+    """A change that updates the gate (new tasks) says it measures before the launch."""
+    step = _gate_step("update", state="skipped", reason="training already runs")
+    assert (
+        "Collective gate: **skipped** (training already runs); this change measures again"
+        " before the launch." in preview.render({"steps": [step]}, "dev")
+    )

@@ -11,6 +11,7 @@ import pytest
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
+from infra.providers.health import HEALTH_KEYS
 from tests.unit.infra.samples import ROOT, Mocks, host, set_stack_config
 
 pytestmark = pytest.mark.unit
@@ -70,6 +71,7 @@ def test_component_types(dev_graph: Mocks) -> None:
         "deepspeed-swarm:secrets:ClusterSecrets",
         "deepspeed-swarm:services:TrainingServices",
         "deepspeed-swarm:launch:TrainingLaunch",
+        "deepspeed-swarm:gate:BandwidthGate",
     }
 
 
@@ -230,8 +232,12 @@ def test_task_spec_digest_ignores_host_level_changes(
     assert len(set(digests)) == 1, f"host-level changes changed the digest: {digests}"
 
 
+HEALTHY: dict[str, list[str]] = {k: [] for k in HEALTH_KEYS}
+
+
 def test_facts_expect_config(dev_graph: Mocks) -> None:
-    """Each host's facts resource expects the configured GPUs and NIC MTU."""
+    """Each host's facts resource expects the configured GPUs and NIC MTU, and healthy
+    GPUs (no fault of any kind)."""
     facts = [r for r in dev_graph.by_type(DYNAMIC) if "expected" in r.inputs]
     assert {f.inputs["host"]: f.inputs["expected"] for f in facts} == {
         "lab-h1": {
@@ -239,12 +245,14 @@ def test_facts_expect_config(dev_graph: Mocks) -> None:
             "gpu_count": 2,
             "nic_mtu": 9100,
             "driver_meets_minimum": True,
+            **HEALTHY,
         },
         "lab-h2": {
             "hostname": "lab-h2",
             "gpu_count": 2,
             "nic_mtu": 9100,
             "driver_meets_minimum": True,
+            **HEALTHY,
         },
     }
 

@@ -6,6 +6,7 @@ import pytest
 
 from infra.components.hostfacts import expected_facts
 from infra.config import parse_stack_config
+from infra.providers.health import HEALTH_KEYS
 from tests.unit.infra.samples import stack_config
 
 pytestmark = pytest.mark.unit
@@ -20,8 +21,9 @@ def test_isolation_required_expects_an_isolating_toolkit() -> None:
 
 
 def test_isolation_off_expects_no_toolkit_fact() -> None:
-    """Where isolation is off (dev: fake GPUs), the expected facts are what they always were."""
+    """Where isolation is off (dev: fake GPUs), no toolkit fact is expected (the GPU
+    health facts are, as on every GPU host)."""
     cfg = parse_stack_config(stack_config("dev"), {"secrets"})
     assert [sorted(expected_facts(cfg, h)) for h in cfg.hosts] == [
-        ["driver_meets_minimum", "gpu_count", "hostname", "nic_mtu"]
+        ["driver_meets_minimum", "gpu_count", *sorted(HEALTH_KEYS), "hostname", "nic_mtu"]
     ] * 2

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit
 
 CONFIG = "docker:index/serviceConfig:ServiceConfig"
 # What the dev stack registered before monitoring existed (and still does when it is off).
-DEV_RESOURCES = 27
+DEV_RESOURCES = 29
 
 
 @pytest.fixture

@@ -1,0 +1,127 @@
+"""The collective gate under the real engine on a 3-host lab (issue 21): one lab
+host's link shaped with `tc` (netem, or tbf where the kernel has no netem) fails the
+gate before the launch, naming that host, its pairs' figures and the remedy; no
+training process starts; with the link repaired the next `pulumi up` passes the gate
+and training starts.
+
+Three hosts, not the dev stack's two: with two hosts the one slow pair cannot say
+which of the two is slow (infra/render/gate.py `localise`). Costs one 3-host lab, two
+`up`s (one refused) and a destroy.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness.configs import dev_on_hosts
+from harness.lab import logged_steps
+from harness.stack import Stack
+from harness.waits import wait_for
+from lab import config as c
+from tests.engine.conftest import MakeStack, lab_of
+
+pytestmark = pytest.mark.engine
+
+RUN = "gatetest"
+SLOW = 3
+"""The lab host whose link is shaped."""
+RATE = "40mbit"
+"""5 MB/s: a quarter of the dev floor (Pulumi.dev.yaml preflight.gate.min_busbw_MBps 20)."""
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[dict[str, Any]]:
+    """A 3-host lab with 2 fake GPUs each, no link shaped after the module."""
+    with lab_of(3) as status:
+        try:
+            yield status
+        finally:
+            unshape(SLOW)
+
+
+def tc(i: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", c.netns_name(i), "tc", "qdisc", *args],
+        check=check,
+        capture_output=True,
+        text=True,
+    )
+
+
+def shape(i: int) -> str:
+    """Lab host i sends at RATE on its link (every packet it sends: the overlay's too):
+    netem with a delay where the kernel has it, else a token bucket (this machine's
+    kernel has no sch_netem: "Specified qdisc kind is unknown"). The qdisc used."""
+    netem = tc(
+        i, "replace", "dev", "eth0", "root", "netem", "rate", RATE, "delay", "2ms", check=False
+    )
+    if netem.returncode == 0:
+        return f"netem rate {RATE} delay 2ms"
+    # burst in bytes above the link's MTU (9100) and GSO's 64 KiB segments: a smaller
+    # bucket drops every full-size packet instead of pacing it (the all-reduce hangs).
+    tbf = ("tbf", "rate", RATE, "burst", "256kb", "latency", "100ms")
+    tc(i, "replace", "dev", "eth0", "root", *tbf)
+    return f"tbf rate {RATE} (no netem: {netem.stderr.strip()})"
+
+
+def unshape(i: int) -> None:
+    tc(i, "del", "dev", "eth0", "root", check=False)
+
+
+@pytest.fixture(scope="module")
+def stack(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
+    config = dev_on_hosts(3, 2, run_name=RUN, steps=400, checkpoint_every=50)
+    s: Stack = make_stack("test-gate", config, {"wandb_api_key": "gate-test-not-a-key"})
+    return s
+
+
+def test_slow_host_is_refused_by_name_and_nothing_is_launched(stack: Stack) -> None:
+    """With lab-h3's link at 40 Mbit/s, `up` fails at the gate naming lab-h3, its pairs'
+    figures and the remedy; the launch does not start."""
+    qdisc = shape(SLOW)
+    start = time.monotonic()
+    res = stack.pulumi("up", "--yes", "--skip-preview", check=False)
+    took = time.monotonic() - start
+    out = res.stdout + res.stderr
+    print(f"\nup with lab-h{SLOW} shaped ({qdisc}): exit {res.returncode} after {took:.0f}s")
+    print(
+        "\n".join(
+            ln
+            for ln in out.splitlines()
+            if "gate" in ln or "pair" in ln or "slow" in ln or "remedy" in ln
+        )
+    )
+    assert res.returncode != 0
+    assert "collective gate failed: bus bandwidth" in out
+    assert f"slow host(s): lab-h{SLOW} (every pair of theirs was slow)" in out
+    assert f"remedy for lab-h{SLOW}: set hosts[{SLOW - 1}].availability: drain" in out
+    assert "pair lab-h1 <-> lab-h2" in out and "(at or over the floor 20)" in out
+    state = json.loads(stack.pulumi("stack", "export", record=False).stdout)
+    names = {r["urn"].rsplit("::", 1)[1] for r in state["deployment"].get("resources") or []}
+    assert not names & {"test-gate-launch-run", "test-gate-launch-run-state"}, names
+    assert not logged_steps(RUN), "a step was logged: the launch started past a failed gate"
+
+
+def test_repaired_link_passes_the_gate_and_training_starts(stack: Stack) -> None:
+    """The link repaired, `up` passes the gate (its figures in the `gate` output) and
+    the run's first step follows; the next preview is a no-op."""
+    unshape(SLOW)
+    start = time.monotonic()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    gate = stack.outputs()["gate"]
+    print(
+        f"\ngate: {gate['state']}, {gate['busbw_MBps']} MB/s at the largest size in "
+        f"{gate['seconds']} s; figures {gate['figures']}"
+    )
+    assert gate["state"] == "passed"
+    assert gate["busbw_MBps"] >= 20
+    assert [f["bytes"] for f in gate["figures"]] == [1 << 20, 4 << 20]
+    step = wait_for("the first step", lambda: min(logged_steps(RUN), default=None), 300, 1)
+    print(f"first step {step} logged {time.monotonic() - start:.0f}s after `up` started")
+    stack.pulumi("preview", "--expect-no-changes")
