@@ -235,7 +235,11 @@ class HostFactsProvider(BoundaryProvider):
         script = FACTS_SCRIPT.format(nic=props["nic"])
         if rdma:
             script += FABRIC_SCRIPT.format(rdma=rdma)
-        if props.get("gpu_health"):
+        # Read wherever health is expected too (the program sets both together).
+        health_on = bool(props.get("gpu_health")) or any(
+            k in props["expected"] for k in HEALTH_KEYS
+        )
+        if health_on:
             script += HEALTH_SCRIPT
         text = ssh_run(props["ssh"], script)
         observed = parse_facts(text)
@@ -244,7 +248,7 @@ class HostFactsProvider(BoundaryProvider):
         seen = compare(
             props["expected"], observed, props["min_driver"], props.get("rdma_gid_index")
         )
-        if props.get("gpu_health"):
+        if health_on:
             observed["health"] = parse_health(text)
             health = seen_health(observed["health"], baseline)
             seen.update({k: v for k, v in health.items() if k in props["expected"]})

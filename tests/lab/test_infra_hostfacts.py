@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from infra.components.hostfacts import expected_facts, ssh_target
+from infra.components.hostfacts import facts_props
 from infra.providers import hostfacts
 from infra.providers.hostfacts import HostFactsProvider
+from infra.render.remedy import drain_remedies
 from lab import config as c
 from lab import hostfiles as hf
 from tests.lab.conftest import Lab, outs
@@ -24,13 +25,11 @@ pytestmark = pytest.mark.lab
 def props(cfg: Any, name: str, **expected: Any) -> dict[str, Any]:
     """The facts resource's inputs for a dev-stack host, with expectations overridden."""
     host = next(h for h in cfg.hosts if h.name == name)
+    base = facts_props(cfg, host, drain_remedies(cfg.hosts)[name])
     return {
-        "host": name,
-        "ssh": ssh_target(cfg, host),
-        "nic": host.nic,
+        **base,
         "min_driver": expected.pop("min_driver", cfg.preflight.min_driver_version),
-        "needed_mtu": cfg.network.mtu + cfg.network.overhead,
-        "expected": {**expected_facts(cfg, host), **expected},
+        "expected": {**base["expected"], **expected},
         "observed": None,
     }
 
