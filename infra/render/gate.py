@@ -5,7 +5,7 @@ The gate (infra/providers/gate.py) runs the image's `dss_train.collective` (a gl
 all-reduce with its bus bandwidth, the deployment guides' "all-reduce across all
 nodes" check) in every training task at once, before the launch. If the bus bandwidth
 at the largest size is under the stack's floor (`preflight.gate.min_busbw_MBps`), it
-measures disjoint pairs of hosts, two rounds so that each host meets two partners, and
+measures the ring's pairs in rounds of disjoint pairs (each host meets two partners), and
 names the hosts whose every pair was slow: synchronous training runs at the pace of
 its slowest link, so one bad NIC or cable drags the whole ring down, and the ring's
 figure alone cannot say where.
