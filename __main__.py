@@ -124,5 +124,15 @@ pulumi.export(
 )
 if launch.gate is not None:
     pulumi.export("gate", launch.gate.summary)
+if launch.code is not None:
+    # The version the run trains with: what its checkpoints were made by.
+    pulumi.export(
+        "code",
+        {
+            "digest": launch.code.digest,
+            "path": launch.code.path,
+            "files": len(launch.code.bundle.files),
+        },
+    )
 if monitoring is not None:
     pulumi.export("prometheusAddress", monitoring.address)

@@ -58,10 +58,12 @@ SECRETS = component("secrets", "ClusterSecrets")
 SERVICES = component("services", "TrainingServices")
 LAUNCH = component("launch", "TrainingLaunch")
 GATE = component("gate", "BandwidthGate")
+CODE = component("code", "TrainingCode")
 JUPYTER = component("jupyter", "JupyterLab")
 MONITORING = component("monitoring", "Monitoring")
 COMPONENTS = (
-    HOSTFACTS, SWARM, IMAGE, NETWORK, SECRETS, SERVICES, LAUNCH, GATE, JUPYTER, MONITORING,
+    HOSTFACTS, SWARM, IMAGE, NETWORK, SECRETS, SERVICES, LAUNCH, GATE, CODE, JUPYTER,
+    MONITORING,
 )  # fmt: skip
 
 
@@ -99,6 +101,7 @@ class Role(enum.Enum):
     LAUNCH = "launch command"
     RUN = "training run"
     GATE = "collective gate"
+    CODE = "training code"
     JUPYTER_TOKEN = "jupyter token"
     JUPYTER_SERVICE = "jupyter service"
     MONITORING_SERVICE = "monitoring service"
@@ -174,6 +177,7 @@ RULES: tuple[Rule, ...] = (
     Rule(LAUNCH, DYNAMIC_TYPE, has("expected_tasks"), Role.ROSTER),
     Rule(LAUNCH, DYNAMIC_TYPE, has("stall_after_s"), Role.RUN),
     Rule(GATE, DYNAMIC_TYPE, has("min_busbw_MBps"), Role.GATE),
+    Rule(CODE, DYNAMIC_TYPE, has("digest"), Role.CODE),
     Rule(JUPYTER, DYNAMIC_TYPE, has("rotation"), Role.JUPYTER_TOKEN),
     # Services: by their Swarm name or dss.role label.
     Rule(SERVICES, SERVICE_TYPE, named(WARMUP_SERVICE), Role.WARMUP_SERVICE),
@@ -366,6 +370,24 @@ VERDICTS: dict[Role, tuple[Verdict, ...]] = {
             on("create", "update"),
         ),
         Verdict(Impact.NONE, "collective gate record"),
+    ),
+    # The code's version on the data dir: copying it touches no task; the launch rows
+    # (their triggers hold the digest) say whether the run restarts on it.
+    Role.CODE: (
+        Verdict(
+            Impact.NONE,
+            "the training code's files on the data dir differ from the program's (see the"
+            " drift): `up` copies them again; the run restarts on them only if the launch"
+            " row says so",
+            on("drift"),
+        ),
+        Verdict(
+            Impact.NONE,
+            "a new version of the training code copied to the data dir (no image build, no"
+            " service rolled); the launch row restarts the run on it",
+            on("create", "update", "replace"),
+        ),
+        Verdict(Impact.NONE, "training code record"),
     ),
     Role.JUPYTER_TOKEN: _alone("JupyterLab's login token only"),
     Role.JUPYTER_SERVICE: _alone("JupyterLab on the master only"),

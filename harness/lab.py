@@ -76,6 +76,16 @@ def client(i: int, timeout: int = 60) -> docker_sdk.DockerClient:
     return docker_sdk.DockerClient(base_url=f"unix://{socket(i)}", timeout=timeout)
 
 
+def service_versions() -> dict[str, int]:
+    """Every swarm service's spec version (from lab host 1, a manager): unchanged means
+    Swarm restarted nothing."""
+    out = docker(1, "service", "ls", "--format", "{{.Name}}")
+    return {
+        name: int(docker(1, "service", "inspect", name, "--format", "{{.Version.Index}}"))
+        for name in out.split()
+    }
+
+
 def host_index(node: str) -> int:
     """The index of a lab host from its name (`lab-h3` -> 3)."""
     return int(node.removeprefix("lab-h"))

@@ -181,6 +181,14 @@ class Stack(Pulumi):
         proc = self.pulumi("stack", "output", "--json", "--show-secrets", record=False)
         return dict(json.loads(proc.stdout))
 
+    def plan(self) -> dict[str, tuple[str, str]]:
+        """`pulumi preview --json` as the PR comment classifies it (delivery/preview.py):
+        resource name -> (operation, training impact label), for every change."""
+        from delivery.preview import changes
+
+        proc = self.pulumi("preview", "--json")
+        return {c.name: (c.op, c.impact.label) for c in changes(json.loads(proc.stdout))}
+
     def state_text(self) -> str:
         """Every file of the backend, concatenated (for secret-leak greps)."""
         return "\n".join(
@@ -195,3 +203,10 @@ class Stack(Pulumi):
         self.pulumi("destroy", "--refresh", "--yes", "--skip-preview", check=False)
         self.pulumi("stack", "rm", "--yes", "--force", check=False)
         self.config_file.unlink(missing_ok=True)
+
+
+def restarting(plan: dict[str, tuple[str, str]]) -> list[str]:
+    """The changes of a `Stack.plan()` that the preview says restart the running job."""
+    from delivery.impact import Impact
+
+    return sorted(name for name, (_op, impact) in plan.items() if impact == Impact.RESTARTS.label)

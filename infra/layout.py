@@ -23,6 +23,10 @@ DEFAULT_SCRIPT = f"{IMAGE_HOME}/train.py"
 # Launch files live on the shared /data: pdsh starts ranks on the workers, whose
 # train.py checks its world size against the same hostfile.
 LAUNCH_DIR = f"{DATA_MOUNT}/.dss"
+# `training.code.dir`: the code's versions on the shared /data, one directory per
+# content digest, each with its manifest (infra/render/code.py).
+CODE_DIR = f"{DATA_MOUNT}/code"
+CODE_MANIFEST = ".dss-code.sha256"
 SSH_PRIVATE_KEY_FILE = "ssh_private_key"
 SSH_PUBLIC_KEY_FILE = "ssh_public_key"
 # The image's unprivileged training user (images/Dockerfile `useradd -u`).

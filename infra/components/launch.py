@@ -27,11 +27,12 @@ from typing import Any, cast
 import pulumi
 import pulumi_command as command
 
+from infra.components.code import TrainingCode, TrainingCodeArgs
 from infra.components.gate import BandwidthGate, BandwidthGateArgs
 from infra.components.image import TrainingImage
 from infra.components.services import TrainingServices
 from infra.components.swarm import SwarmCluster
-from infra.config import Host, Network, Preflight, Training, duration_seconds
+from infra.config import Host, Network, Preflight, Training, code_dir, duration_seconds
 from infra.layout import MASTER_SERVICE, WORKER_SERVICE
 from infra.providers.roster import TaskRoster
 from infra.providers.run import TrainingRun
@@ -103,6 +104,8 @@ class TrainingLaunch(pulumi.ComponentResource):
     """The run's state, read from its tasks."""
     gate: BandwidthGate | None
     """The all-reduce gate the launch waits for (None: `preflight.gate.enabled` off)."""
+    code: TrainingCode | None
+    """The synced training code (None: `training.code.dir` unset, the image's code)."""
 
     def __init__(
         self, name: str, args: TrainingLaunchArgs, opts: pulumi.ResourceOptions | None = None
@@ -138,6 +141,23 @@ class TrainingLaunch(pulumi.ComponentResource):
         self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
         self.logs_command = logs_command(args)
         self.training_log = metrics_path(args)
+        # The code, when synced: on the data dir before anything runs it, its digest
+        # in the script's path and the launch's triggers.
+        self.code = None
+        task_script = t.script
+        if t.code.dir is not None:
+            self.code = TrainingCode(
+                f"{name}-code",
+                TrainingCodeArgs(
+                    code=t.code,
+                    root=code_dir(t.code.dir),
+                    run_name=t.run_name,
+                    host_endpoints=args.swarm.endpoints,
+                    tasks=entries.apply(lambda es: cast(list[dict[str, Any]], es)),
+                ),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
+            )
+            task_script = f"{self.code.path}/{t.script}"
         # The gate: an all-reduce across the new tasks before anything is launched in them.
         self.gate = None
         if args.preflight.gate.enabled:
@@ -146,13 +166,17 @@ class TrainingLaunch(pulumi.ComponentResource):
                 BandwidthGateArgs(
                     gate=args.preflight.gate,
                     hosts=args.hosts,
-                    script=t.script,
+                    script=task_script,
                     host_endpoints=args.swarm.endpoints,
                     tasks=entries.apply(lambda es: cast(list[dict[str, Any]], es)),
                 ),
                 pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
             )
-        before_launch: list[pulumi.Resource] = [self.roster, *([self.gate] if self.gate else [])]
+        before_launch: list[pulumi.Resource] = [
+            self.roster,
+            *([self.gate] if self.gate else []),
+            *([self.code] if self.code else []),
+        ]
         # The tasks the run lives in: new tasks (an update, a task moved by Swarm)
         # mean the old launch died with its containers, so launch again.
         task_ids = entries.apply(lambda es: ",".join(e["task_id"] for e in es))
@@ -173,14 +197,14 @@ class TrainingLaunch(pulumi.ComponentResource):
         self.commands: list[command.remote.Command] = []
         # With RDMA declared, the launch waits for NCCL to name its transport and fails
         # (stopping the run) on sockets: never a silent run at a tenth of the bandwidth.
-        check = t.script if any(h.rdma_interface for h in args.hosts) else ""
+        check = task_script if any(h.rdma_interface for h in args.hosts) else ""
         recovery = t.recovery
         for host, service, node_rank in targets:
 
             def script_for(a: list[Any], svc: str = service, rank: int | None = node_rank) -> str:
                 return launch_script(
                     service=svc,
-                    argv=launch_argv(args, a[1], nnodes, rank),
+                    argv=launch_argv(args, a[1], nnodes, rank, script=task_script),
                     run_name=t.run_name,
                     hostfile=a[0],
                     ds_config=ds_json,
@@ -189,7 +213,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                     supervision=Supervision(
                         max_restarts=recovery.max_restarts,
                         delay_s=duration_seconds(recovery.restart_delay),
-                        pattern=t.script,
+                        pattern=task_script,
                         node_rank=rank,
                     ),
                 )
@@ -202,9 +226,20 @@ class TrainingLaunch(pulumi.ComponentResource):
                     connection=connection(args.preflight, host),
                     create=script,
                     delete=stop_script(
-                        service=service, grace_seconds=grace, pattern=t.script, run_name=t.run_name
+                        service=service,
+                        grace_seconds=grace,
+                        pattern=task_script,
+                        run_name=t.run_name,
                     ),
-                    triggers=[image_ref, ds_json or t.ds_config, self.hostfile, task_ids],
+                    # The code's digest only where code is synced: a stack without
+                    # it keeps the triggers it was launched with (no relaunch).
+                    triggers=[
+                        image_ref,
+                        ds_json or t.ds_config,
+                        self.hostfile,
+                        task_ids,
+                        *([self.code.digest] if self.code else []),
+                    ],
                     opts=pulumi.ResourceOptions(
                         parent=self,
                         depends_on=before_launch,
@@ -219,7 +254,7 @@ class TrainingLaunch(pulumi.ComponentResource):
             f"{name}-run-state",
             {
                 "run_name": t.run_name,
-                "script": t.script,
+                "script": task_script,
                 "target_steps": t.steps,
                 "stall_after_s": duration_seconds(recovery.stall_after),
                 "max_restarts": recovery.max_restarts,

@@ -206,10 +206,12 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
     so a refresh does not change it.
     """
     data = {
-        # Without the services' own labels and the run's recovery settings: they are
-        # not part of any task spec (and a stack deployed before a key existed keeps
-        # its digest).
-        "training": cfg.training.model_dump(mode="json", exclude={"service_labels", "recovery"}),
+        # Without the services' own labels, the run's recovery settings and its synced
+        # code: they are not part of any task spec (and a stack deployed before a key
+        # existed keeps its digest).
+        "training": cfg.training.model_dump(
+            mode="json", exclude={"service_labels", "recovery", "code"}
+        ),
         # The environment carries what tasks see of hosts (RDMA devices) and of
         # monitoring (their metrics port).
         "env": training_env(cfg),

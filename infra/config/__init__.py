@@ -23,6 +23,7 @@ from infra.config.models import (
     MTU_MIN,
     VXLAN_OVERHEAD,
     Alerts,
+    Code,
     DockerTls,
     Gate,
     Gpus,
@@ -51,6 +52,7 @@ from infra.config.reference import (
     with_reference,
 )
 from infra.config.rules import RULES, Rule, Severity
+from infra.config.rules.code import code_dir
 from infra.config.rules.deepspeed import (
     DS_OPTIMIZERS,
     DS_SCHEDULERS,
@@ -114,6 +116,7 @@ __all__ = [
     "VXLAN_OVERHEAD",
     "ZERO_STAGES",
     "Alerts",
+    "Code",
     "ConfigError",
     "DockerTls",
     "Gate",
@@ -133,6 +136,7 @@ __all__ = [
     "Severity",
     "StackConfig",
     "Training",
+    "code_dir",
     "config_reference",
     "duration_seconds",
     "load",

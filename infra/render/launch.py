@@ -106,16 +106,22 @@ def rank_map(roster: Sequence[RosterEntry], slots: int) -> list[dict[str, Any]]:
 
 
 def launch_argv(
-    cfg: HasTraining, master_addr: str, nnodes: int, node_rank: int | None = None
+    cfg: HasTraining,
+    master_addr: str,
+    nnodes: int,
+    node_rank: int | None = None,
+    *,
+    script: str | None = None,
 ) -> list[str]:
     """The launcher command line run inside a task.
 
     `node_rank` is None for the single SSH-based launch on the master (pdsh),
-    and the node's rank for SSH-less launches (one per node).
+    and the node's rank for SSH-less launches (one per node). `script` is the
+    training script's path in the task (synced code's), else `training.script`.
     """
     t = cfg.training
     slots = t.ranks_per_node
-    script = [t.script, *_train_args(t)]
+    script_argv = [script or t.script, *_train_args(t)]
     if t.launcher == "torchrun":
         rank = 0 if node_rank is None else node_rank
         return [
@@ -125,7 +131,7 @@ def launch_argv(
             f"--node_rank={rank}",
             f"--master_addr={master_addr}",
             f"--master_port={t.master_port}",
-            *script,
+            *script_argv,
         ]
     argv = [
         "deepspeed",
@@ -141,7 +147,7 @@ def launch_argv(
         argv.append(f"--ssh_port={t.sshd_port}")
         # The hostfile says where; the launcher must not trim it to the local node.
         argv.append(f"--num_nodes={nnodes}")
-    return [*argv, *script]
+    return [*argv, *script_argv]
 
 
 def _train_args(t: Training) -> list[str]:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from dss_train import checkpoints as ck
 
-from delivery.preview import Impact, changes
+from delivery.preview import Impact
 from harness import ROOT
 from harness.configs import lab8_config
 from harness.lab import (
@@ -34,9 +34,10 @@ from harness.lab import (
     logged_steps,
     remove_network,
     run_log,
+    service_versions,
     shared,
 )
-from harness.stack import Stack
+from harness.stack import Stack, restarting
 from harness.waits import wait_for
 from lab.config import host_addr
 from tests.acceptance.conftest import HOSTS, RUN, SECRET, SPARE, task_container
@@ -73,18 +74,6 @@ def addresses(stack: Stack) -> list[str]:
     return [e["address"] for e in stack.outputs()["rankMap"]]
 
 
-def plan(stack: Stack) -> dict[str, tuple[str, str]]:
-    """`pulumi preview --json` as the PR comment classifies it (delivery/preview.py):
-    resource name -> (operation, training impact), for every change."""
-    proc = stack.pulumi("preview", "--json")
-    return {c.name: (c.op, c.impact.label) for c in changes(json.loads(proc.stdout))}
-
-
-def restarting(p: dict[str, tuple[str, str]]) -> list[str]:
-    """The changes the preview says restart the running job."""
-    return sorted(name for name, (_op, impact) in p.items() if impact == RESTARTS)
-
-
 def wait_resumed(offset: int) -> int:
     """The checkpoint step a relaunch resumed from (launcher.log after `offset`), once
     the next step is logged."""
@@ -101,15 +90,6 @@ def world_size() -> int:
     """The world size of the last logged step."""
     rows = run_log(RUN, "metrics.jsonl").read_text().splitlines()
     return int(json.loads(rows[-1])["world_size"])
-
-
-def service_versions() -> dict[str, int]:
-    """Every swarm service's spec version: unchanged means Swarm restarted nothing."""
-    out = docker(1, "service", "ls", "--format", "{{.Name}}")
-    return {
-        name: int(docker(1, "service", "inspect", name, "--format", "{{.Version.Index}}"))
-        for name in out.split()
-    }
 
 
 def tasks_of(service: str) -> list[tuple[str, str]]:
@@ -318,7 +298,7 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
             timeout=240,
         )
         moved_after = time.monotonic() - t_loss
-        p = plan(stack)
+        p = stack.plan()
         assert set(p) == {ROSTER, LAUNCH}, f"after the loss the preview wants {p}"
         assert p[LAUNCH] == ("replace", RESTARTS), p
         stack.pulumi("up", "--yes", "--skip-preview")
@@ -353,7 +333,7 @@ def test_ds_config_change_replaces_only_the_launch(stack: Stack, report: dict[st
     stack.pulumi(
         "config", "set", "--path", "training.ds_config.gradient_clipping", "0.5", "--type", "float"
     )
-    p = plan(stack)
+    p = stack.plan()
     assert p.get(LAUNCH) == ("replace", RESTARTS), p
     others = [n for n in p if n not in (LAUNCH, ROSTER)]
     assert not others, f"a ds_config change also changes {others}"
@@ -381,7 +361,7 @@ def test_new_image_rolls_the_services(
     with (ctx / "train.py").open("a") as f:
         f.write("# acceptance: a one-line change makes a new image\n")
     stack.pulumi("config", "set", "--path", "image.context", str(ctx))
-    p = plan(stack)
+    p = stack.plan()
     assert {"test-lab8-train-master", "test-lab8-train-worker", LAUNCH} <= set(restarting(p)), p
     before = service_versions()
     offset = log_size()
@@ -408,7 +388,7 @@ def test_host_drained_then_removed(stack: Stack, report: dict[str, str]) -> None
         c["deepspeed-swarm:hosts"][index]["availability"] = "drain"
 
     edit_stack_file(stack, drain)
-    p = plan(stack)
+    p = stack.plan()
     assert p[f"test-lab8-swarm-node-{MOVED_HOST}"][0] == "update", p
     assert p.get(LAUNCH) == ("replace", RESTARTS), p
     offset = log_size()
@@ -420,7 +400,7 @@ def test_host_drained_then_removed(stack: Stack, report: dict[str, str]) -> None
     assert world_size() == 7
 
     edit_stack_file(stack, lambda c: c["deepspeed-swarm:hosts"].pop(index))
-    p = plan(stack)
+    p = stack.plan()
     assert p[f"test-lab8-swarm-node-{MOVED_HOST}"][0] == "delete", p
     assert not restarting(p), f"removing a drained host restarts training: {p}"
     offset = log_size()
@@ -443,7 +423,7 @@ def test_host_joins_and_gets_a_worker(stack: Stack, report: dict[str, str]) -> N
     hosts = lab8_config()["deepspeed-swarm:hosts"]
     index = [h["name"] for h in hosts].index(MOVED_HOST)
     edit_stack_file(stack, lambda c: c["deepspeed-swarm:hosts"].insert(index, hosts[index]))
-    p = plan(stack)
+    p = stack.plan()
     assert p[f"test-lab8-swarm-node-{MOVED_HOST}"][0] == "create", p
     assert p.get(LAUNCH) == ("replace", RESTARTS), p
     offset = log_size()

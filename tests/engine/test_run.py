@@ -5,22 +5,29 @@ run's supervisor with no `up`, and the next preview is a no-op; a second crash s
 the budget (1 here), and refresh and preview both report the failed run, naming it and
 why; `up` relaunches it from the newest checkpoint; stopped ranks (SIGSTOP) make a
 stalled run, reported and relaunched the same way; a run that finished its last step
-is neither drift nor relaunched. Times are printed (the README's acceptance table).
+is neither drift nor relaunched. The stack trains synced code (`training.code.dir`, a
+copy of the image's own), so the same run also shows that one line of `train.py`
+changed relaunches it on the new code with no image and no service touched, and that
+code edited on the data dir is drift that `up --refresh` repairs without a relaunch.
+Times are printed (the README's acceptance table).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import client, exec_text, logged_steps, run_log
-from harness.stack import Stack
+from harness.lab import client, exec_text, logged_steps, run_log, service_versions, shared
+from harness.stack import Stack, restarting
 from harness.waits import wait_for
 from infra.layout import MASTER_SERVICE, WORKER_SERVICE
 from tests.engine.conftest import MakeStack
@@ -35,6 +42,10 @@ TASKS = ((1, MASTER_SERVICE), (2, WORKER_SERVICE))
 """(lab host, service) of each training task of the dev stack."""
 RANK = "--local_rank="
 """In a rank's command line only (not the launcher's, the supervisor's or sshd's)."""
+CODE = f"/data/code/{RUN}/"
+"""In the command line of the run's launcher and ranks, whatever the code's version."""
+MARK = "dss-engine-test: code version 2"
+"""What the changed train.py prints at start."""
 
 
 def task(host: int, service: str) -> Any:
@@ -87,9 +98,25 @@ def drift(stack: Stack, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack(lab: dict[str, Any], make_stack: MakeStack) -> Iterator[Stack]:
-    """The dev stack training a long run with a budget of one automatic restart."""
-    config = dev_config(run_name=RUN, steps=100000, checkpoint_every=CKPT_EVERY)
+def code(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A code dir: the image's own train.py and its package, as a user would start one."""
+    root = tmp_path_factory.mktemp("code")
+    shutil.copy(ROOT / "images" / "train.py", root / "train.py")
+    shutil.copytree(ROOT / "images" / "dss_train", root / "dss_train")
+    return root
+
+
+@pytest.fixture(scope="module")
+def stack(lab: dict[str, Any], make_stack: MakeStack, code: Path) -> Iterator[Stack]:
+    """The dev stack training a long run of synced code with a budget of one automatic
+    restart."""
+    config = dev_config(
+        run_name=RUN,
+        steps=100000,
+        checkpoint_every=CKPT_EVERY,
+        code={"dir": str(code)},
+        script="train.py",
+    )
     config["deepspeed-swarm:training"]["recovery"] = {
         "max_restarts": 1,
         "restart_delay": "5s",
@@ -168,13 +195,62 @@ def test_stalled_run_is_drift_and_up_relaunches_it(stack: Stack) -> None:
     stack.pulumi("preview", "--expect-no-changes")
 
 
+def launcher_log_since(offset: int) -> str:
+    return run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
+
+
+def test_code_change_relaunches_on_the_new_code_alone(stack: Stack, code: Path) -> None:
+    """One line of train.py changed: the preview updates the code and replaces the launch
+    (the one change that restarts the job); `up` copies the new version and relaunches
+    from the newest checkpoint in the same tasks, no image built and no service rolled;
+    the next preview and refresh are no-ops."""
+    main = code / "train.py"
+    old = "from dss_train.main import main"
+    main.write_text(main.read_text().replace(old, f"print({MARK!r}, flush=True)\n{old}"))
+    p = stack.plan()
+    name = stack.name
+    assert set(p) == {f"{name}-launch-code-sync", f"{name}-launch-run", f"{name}-launch-run-state"}
+    assert restarting(p) == [f"{name}-launch-run"], p
+    versions, offset = service_versions(), run_log(RUN, "launcher.log").stat().st_size
+    last, before, t0 = max(logged_steps(RUN)), len(resumes()), time.monotonic()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    first, took = resumed_after(before, t0)
+    print(f"code changed after step {last}: `up` to step {first} on the new code in {took:.0f} s")
+    assert MARK in launcher_log_since(offset), "the relaunched run did not run the new code"
+    assert service_versions() == versions, "a code change updated a service"
+    assert last - first < CKPT_EVERY, f"resumed at {first}, {last} was logged before"
+    digest = stack.outputs()["code"]["digest"]
+    assert shared("code", RUN, digest, "train.py").read_text() == main.read_text()
+    kept = [d.name for d in shared("code", RUN).iterdir()]
+    assert digest in kept and len(kept) == 2, f"the new and the previous version only: {kept}"
+    stack.pulumi("preview", "--expect-no-changes")
+    stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
+
+
+def test_code_edited_on_the_data_dir_is_drift_repaired_without_relaunch(stack: Stack) -> None:
+    """A file of the running version edited on the hosts: refresh names the code's
+    digest and where; `up --refresh` copies the version back, and the run goes on
+    (no relaunch: the launch's triggers hold the program's digest)."""
+    digest = stack.outputs()["code"]["digest"]
+    on_disk = shared("code", RUN, digest, "train.py")
+    good = on_disk.read_text()
+    on_disk.write_text(good + "# edited by hand on a host\n")
+    report = drift(stack, "refresh", "--preview-only")
+    assert "launch-code-sync" in report and "modified on lab-h1" in report, report[-3000:]
+    before = len(resumes())
+    stack.pulumi("up", "--refresh", "--yes", "--skip-preview")
+    assert on_disk.read_text() == good, "up did not restore the code"
+    assert len(resumes()) == before, "repairing the code relaunched the run"
+    stack.pulumi("preview", "--expect-no-changes")
+
+
 def test_finished_run_is_not_drift(stack: Stack) -> None:
     """A run stopped, given a last step a few steps on, and `up`: it trains to that step
     and finishes; then refresh, preview and `up` change nothing and start nothing."""
     for host, service in TASKS:
         ctr = task(host, service)
         exec_text(ctr, ["pkill", "-KILL", "-f", f"/data/.dss/{RUN}/supervise"])
-        exec_text(ctr, ["pkill", "-KILL", "-f", "/opt/dss/train.py"])
+        exec_text(ctr, ["pkill", "-KILL", "-f", CODE])
     target = max(logged_steps(RUN)) + 2 * CKPT_EVERY
     stack.pulumi("config", "set", "--path", "training.steps", str(target))
     stack.pulumi("up", "--yes", "--skip-preview")
@@ -196,5 +272,5 @@ def training_processes_left() -> list[str]:
     out = []
     for host, service in TASKS:
         ps = exec_text(task(host, service), ["ps", "-eo", "args="])
-        out += [x for x in ps.splitlines() if "/opt/dss/train.py" in x or "supervise" in x]
+        out += [x for x in ps.splitlines() if CODE in x or "supervise" in x]
     return out

@@ -9,7 +9,7 @@ from infra.config.models.cluster import (
     Host,
     Network,
 )
-from infra.config.models.job import Image, Mount, Recovery, RestartPolicy, Training
+from infra.config.models.job import Code, Image, Mount, Recovery, RestartPolicy, Training
 from infra.config.models.services import Alerts, Gate, Jupyter, Monitoring, Preflight
 from infra.config.models.stack import CONFIG_KEYS, StackConfig
 
@@ -20,6 +20,7 @@ __all__ = [
     "MTU_MIN",
     "VXLAN_OVERHEAD",
     "Alerts",
+    "Code",
     "DockerTls",
     "Gate",
     "Gpus",

@@ -102,6 +102,21 @@ class Recovery(_Model):
         return v
 
 
+class Code(_Model):
+    """The training code, synced to the tasks instead of baked into the image."""
+
+    dir: str | None = None
+    """A directory on the machine that runs Pulumi, relative to the project (or
+    absolute), holding the training code. Set: its files, content-hashed, are copied
+    to `/data/code/<run_name>/<digest>/` on the shared data dir and run on the
+    cluster's image, `training.script` is a path inside it, and a code change
+    relaunches the run without a new image or a rolled service. At most 64 MiB and
+    10000 files. Default none: the image's own code."""
+    exclude: list[str] = [".git", "__pycache__", "*.pyc", ".ipynb_checkpoints", ".venv"]
+    """Names (globs, matched against every path component) left out of the bundle.
+    Default `.git`, `__pycache__`, `*.pyc`, `.ipynb_checkpoints`, `.venv`."""
+
+
 class Training(_Model):
     """The training job."""
 
@@ -112,7 +127,10 @@ class Training(_Model):
     master, or `no_ssh` (one launcher per node with its node rank; torchrun always
     runs this way). Default `pdsh`. (No OpenMPI: the image ships no mpirun.)"""
     script: str = "/opt/dss/train.py"
-    """Training script inside the image. Default `/opt/dss/train.py`."""
+    """Training script inside the image; with `code.dir` set, a path relative to that
+    directory (e.g. `train.py`). Default `/opt/dss/train.py`."""
+    code: Code = Code()
+    """Training code synced from a directory instead of the image's. Default none."""
     args: list[str] = []
     """Extra arguments for the script. Default none."""
     ds_config: dict[str, Any] | str = "/opt/dss/ds_config.json"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from infra.config.rules import (
+    code,
     deepspeed,
     hosts,
     image,
@@ -103,6 +104,12 @@ RULES: tuple[Rule, ...] = (
         "error",
         "A name Swarm accepts: letters, digits, inner '-'/'_', 56 max.",
         network.network_name,
+    ),
+    Rule(
+        "training.code.dir",
+        "error",
+        "A directory of at most 64 MiB / 10000 files holding training.script.",
+        code.code,
     ),
     Rule(
         "image.repository",

@@ -26,13 +26,15 @@ FALLBACKS = {Role.OTHER, Role.UNKNOWN_SERVICE}
 
 
 def everything_on() -> dict[str, Any]:
-    """The dev stack with every optional part: a spare, JupyterLab, monitoring, a secret."""
+    """The dev stack with every optional part: a spare, JupyterLab, monitoring, a secret,
+    training code synced from a directory (the image's own code, as a code dir)."""
     raw = copy.deepcopy(stack_config("dev"))
     raw.pop("secrets", None)
     spare = {**raw["hosts"][1], "name": "lab-h3", "address": "10.213.0.13", "spare": True}
     raw["hosts"].append({**spare, "docker_host": "unix:///var/lib/dss-lab/h3/docker.sock"})
     raw["jupyter"] = {"enabled": True}
     raw["monitoring"] = {"enabled": True}
+    raw["training"] = {**raw["training"], "code": {"dir": "images"}, "script": "train.py"}
     return raw
 
 

@@ -102,7 +102,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "dev-no-ssh": {"stack": "dev", "training": {"launch_mode": "no_ssh"}},
     # Docker engines over tcp:// with client TLS (files written per test).
     "prod-tls": {"stack": "prod", "tls": True},
+    # Training code synced from a directory (written per test), not the image's.
+    "dev-code": {"stack": "dev", "code": True},
 }
+# The synced code of the `code` variants: fixed bytes, so a fixed digest.
+CODE_FILES = {"train.py": "print('golden')\n", "pkg/model.py": "X = 1\n"}
+CODE_PLACEHOLDER = "<code-dir>"
 TLS_PLACEHOLDER = "<tls-dir>"
 # Stand-ins for the content tags of images/ and monitoring/ (12 hex digits, as real ones).
 IMAGES_TAG = "1a9e5000000a"
@@ -169,7 +174,7 @@ def _registrations(
     monkeypatch.setattr(image_component, "tree_hash", lambda root, length=12: IMAGES_TAG)
     monkeypatch.setattr(monitoring_component, "tree_hash", lambda root, length=12: MONITORING_TAG)
     pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="unit", preview=False)
-    sections = {k: v for k, v in variant.items() if k not in ("stack", "tls")}
+    sections = {k: v for k, v in variant.items() if k not in ("stack", "tls", "code")}
     raw = _variant(variant["stack"], **sections)
     if variant.get("tls"):
         tls = tmp_path / "tls"
@@ -184,6 +189,12 @@ def _registrations(
             }
             for h in raw["hosts"]
         ]
+    if variant.get("code"):
+        for rel, text in CODE_FILES.items():
+            (tmp_path / "code" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "code" / rel).write_text(text)
+        code = {"code": {"dir": str(tmp_path / "code")}, "script": "train.py"}
+        raw["training"] = {**raw["training"], **code}
     names = sorted(raw.pop("secrets", {}))
     raw["secrets"] = {n: SECRET_VALUES[n] for n in names}
     key_file = tmp_path / "id_ed25519"
@@ -214,6 +225,7 @@ def _render(seen: list[dict[str, Any]], tmp_path: Path) -> str:
         MONITORING_TAG: "<monitoring-tag>",
         str(tmp_path / "id_ed25519"): KEY_PLACEHOLDER,
         str(tmp_path / "tls"): TLS_PLACEHOLDER,
+        str(tmp_path / "code"): CODE_PLACEHOLDER,
     }
     for value, placeholder in tags.items():
         text = text.replace(value, placeholder)

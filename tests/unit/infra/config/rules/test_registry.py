@@ -8,6 +8,7 @@ import pytest
 
 from infra.config import RULES
 from infra.config.rules import (
+    code,
     deepspeed,
     hosts,
     image,
@@ -28,12 +29,13 @@ HELPERS = {
     "declared_args",
     "network_env",
     "task_ifname",
+    "code_dir",
 }
 
 
 def test_every_rule_function_is_registered() -> None:
     """Each public rule function of a rule module is in RULES exactly once."""
-    modules = (deepspeed, hosts, image, monitoring, mounts, network, ports, training)
+    modules = (code, deepspeed, hosts, image, monitoring, mounts, network, ports, training)
     defined = {
         f
         for m in modules

@@ -1,0 +1,151 @@
+"""Edit to first step: one line of `train.py` changed, then `pulumi up`, until the run
+logs its first step on the new code. Today's path (the image's own code: a new image,
+every training service rolled, the tasks replaced) and synced code
+(`training.code.dir`: the new version copied to the data dir, the launch alone
+restarted in the same tasks), side by side in one run on one stack and one lab.
+
+    scripts/bootstrap && . scripts/env.sh && python -m bench.edit_bench [--stack dev|lab8]
+
+`dev`: 2 lab hosts x 2 fake GPUs; `lab8`: the 9-host lab (8 training hosts and a spare).
+Uses its own stack (`bench-edit`, the stack's config, state in a temp folder) and
+brings the lab up and down itself; the image bases must exist (images/prepare). Both
+paths resume from the run's newest checkpoint, so the figure is the time to the
+first new step, not a cold start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.engine_bench import SECRETS, bench_stack, lab
+from harness import ROOT
+from harness.configs import committed
+from harness.lab import logged_steps, run_log, service_versions
+from harness.stack import Stack
+from harness.waits import wait_for
+
+STACK = "bench-edit"
+RUN = "edit"
+LABS = {"dev": ("2", "2"), "lab8": ("9", "8")}
+"""Stack -> (`lab up --hosts`, `--gpus`)."""
+IMPORT = "from dss_train.main import main"
+
+
+def edit(train_py: Path, mark: str) -> None:
+    """The one-line change: train.py prints `mark` as it starts."""
+    text = train_py.read_text()
+    train_py.write_text(text.replace(IMPORT, f"print({mark!r}, flush=True)\n{IMPORT}", 1))
+
+
+def log_size() -> int:
+    log = run_log(RUN, "launcher.log")
+    return log.stat().st_size if log.exists() else 0
+
+
+def first_new_step(offset: int, mark: str, timeout: float = 1200) -> int:
+    """Wait for the new code's start (`mark` in launcher.log after `offset`), its
+    resume, and the first step it logs; that step."""
+
+    def resumed() -> int | None:
+        text = run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
+        if mark not in text:
+            return None
+        m = re.search(r"resumed from \S+, next step (\d+)", text[text.index(mark) :])
+        return int(m.group(1)) if m else None
+
+    step = int(wait_for("the new code's resume", resumed, timeout, 0.5))
+    wait_for(f"step {step} logged", lambda: step in logged_steps(RUN), timeout, 0.5)
+    return step
+
+
+def measure(stack: Stack, train_py: Path, mark: str) -> dict[str, Any]:
+    """Edit, `up`, first new step: seconds to `up`'s exit and to the step, and which
+    services Swarm rolled."""
+    before, offset = service_versions(), log_size()
+    edit(train_py, mark)
+    t0 = time.monotonic()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    up_s = time.monotonic() - t0
+    step = first_new_step(offset, mark)
+    step_s = time.monotonic() - t0
+    after = service_versions()
+    rolled = sorted(n for n in after if after[n] != before.get(n))
+    return {"up_s": up_s, "step_s": step_s, "step": step, "rolled": rolled}
+
+
+def one_run(state: Path, work: Path, stack_name: str) -> dict[str, dict[str, Any]]:
+    hosts, gpus = LABS[stack_name]
+    lab("down")
+    lab("up", "--hosts", hosts, "--gpus", gpus)
+    ctx = work / "images"
+    shutil.copytree(ROOT / "images", ctx, ignore=shutil.ignore_patterns("__pycache__"))
+    code = work / "code"
+    code.mkdir()
+    config = committed(stack_name, run_name=RUN, steps=100000, checkpoint_every=5)
+    config["deepspeed-swarm:image"] = {**config["deepspeed-swarm:image"], "context": str(ctx)}
+    stack = bench_stack(STACK, state, config)
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        stack.init(SECRETS)
+        stack.pulumi("up", "--yes", "--skip-preview")
+        wait_for("three logged steps", lambda: len(logged_steps(RUN)) >= 3, 1200, 2)
+        out["image"] = measure(stack, ctx / "train.py", "dss-bench: image v2")
+        # Switch the run to synced code (the image's, as it is now), then change it.
+        shutil.copy(ctx / "train.py", code / "train.py")
+        shutil.copytree(ctx / "dss_train", code / "dss_train")
+        stack.pulumi("config", "set", "--path", "training.code.dir", str(code))
+        stack.pulumi("config", "set", "--path", "training.script", "train.py")
+        offset = log_size()
+        stack.pulumi("up", "--yes", "--skip-preview")
+        first_new_step(offset, "dss-bench: image v2")
+        out["code"] = measure(stack, code / "train.py", "dss-bench: code v3")
+        stack.pulumi("destroy", "--yes", "--skip-preview")
+        stack.pulumi("stack", "rm", "--yes", "--force")
+    finally:
+        stack.config_file.unlink(missing_ok=True)
+        lab("down")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stack", choices=sorted(LABS), default="dev")
+    a = ap.parse_args()
+    if shutil.which("pulumi") is None:
+        raise SystemExit("pulumi is not on PATH: run `. scripts/env.sh` (after scripts/bootstrap)")
+    with tempfile.TemporaryDirectory(prefix="dss-bench-edit-") as tmp:
+        (Path(tmp) / "state").mkdir()
+        r = one_run(Path(tmp) / "state", Path(tmp), a.stack)
+    cmd = shlex.join(["python", "-m", "bench.edit_bench", *sys.argv[1:]])
+    hosts, gpus = LABS[a.stack]
+    print(
+        f"`{cmd}` ({a.stack} stack config, {hosts} lab hosts x {gpus} fake GPUs; "
+        f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores)\n"
+    )
+    print("| one line of train.py changed | `up` exits (s) | first new step (s) | rolled |")
+    print("| --- | --- | --- | --- |")
+    rows = {
+        "image": "today: the image's code (new image, services rolled)",
+        "code": "`training.code.dir` (code copied, launch restarted)",
+    }
+    for key, what in rows.items():
+        m = r[key]
+        rolled = ", ".join(m["rolled"]) or "none"
+        print(f"| {what} | {m['up_s']:.1f} | {m['step_s']:.1f} | {rolled} |")
+    print(json.dumps(r), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""CodeSync: the training code's version on the shared data dir (dynamic provider; the
+pure half is infra/render/code.py).
+
+- Create and update read the code dir again, refuse when it no longer has the digest
+  the program computed (edited between preview and up), copy the bundle into the
+  master task (`put_archive` into the task's own /tmp: the daemon never writes to the
+  shared file system, where root may be squashed) and unpack it as the training uid
+  into `/data/code/<run>/<digest>/`, checked against its manifest and renamed into
+  place. Then every other training task must see the same files: a data dir that is
+  not shared is refused, naming the host, before the launch starts.
+- The previous version stays until the next change (the run being stopped may still
+  import from it); older ones are removed.
+- Read checks the version in every reachable task with `sha256sum -c`: files removed
+  or edited on the hosts read back as another `digest`, drift that `up` repairs.
+- Its inputs hold the code's digest, not its bytes: the state stays small, and the
+  source path, which differs between checkouts, is not compared.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
+
+from infra.layout import TRAIN_UID
+from infra.providers.boundary import BoundaryProvider, diff_keys
+from infra.providers.hostops import HostError, service_container
+from infra.render.code import bundle, code_root, install_script, verify_script
+
+# Changed, these mean copying again; `run_name` moves the versions' directory.
+CODE_KEYS = ("digest", "run_name", "tasks")
+# The bundle's file inside the master task before it is unpacked (its own /tmp).
+ARCHIVE_DIR = "/tmp"
+
+
+def _exec(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str]:
+    ctr = service_container(endpoint, task["service"])
+    if ctr is None:
+        raise HostError(f"no running task of {task['service']} on {task['node']}")
+    res = ctr.exec_run(["sh", "-c", script], user=TRAIN_UID)
+    out = res.output.decode(errors="replace") if isinstance(res.output, bytes) else ""
+    return int(res.exit_code or 0), out.strip()
+
+
+def _install(props: dict[str, Any], keep: list[str]) -> None:
+    b = bundle(Path(props["source"]), props["exclude"])
+    digest = props["digest"]
+    if b.digest != digest:
+        raise Exception(
+            f"training.code.dir: {props['source']} changed after the preview (digest "
+            f"{b.digest}, planned {digest}); run `pulumi up` again to ship what is there now"
+        )
+    master, *others = props["tasks"]
+    endpoints = props["host_endpoints"]
+    ctr = service_container(endpoints[master["node"]], master["service"])
+    if ctr is None:
+        raise HostError(f"no running task of {master['service']} on {master['node']}")
+    name = f"dss-code-{digest}.tar"
+    # put_archive unpacks a tar: a one-member tar that holds the bundle's tar.
+    outer = io.BytesIO()
+    inner = b.tar(digest)
+    with tarfile.open(fileobj=outer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = len(inner), 0o644, 0
+        info.uid = info.gid = int(TRAIN_UID)
+        tar.addfile(info, io.BytesIO(inner))
+    if not ctr.put_archive(ARCHIVE_DIR, outer.getvalue()):
+        raise HostError(f"copying the code into {master['service']} on {master['node']} failed")
+    rc, out = _exec(
+        endpoints[master["node"]],
+        master,
+        install_script(props["run_name"], digest, f"{ARCHIVE_DIR}/{name}", keep),
+    )
+    if rc != 0:
+        raise Exception(
+            f"training code {digest}: unpacking into the data dir on {master['node']} failed "
+            f"(exit {rc}): {out[-800:]}"
+        )
+    # The other tasks read the same /data: they must see the same files.
+    for task in others:
+        rc, out = _exec(endpoints[task["node"]], task, verify_script(props["run_name"], digest))
+        if rc != 0:
+            raise Exception(
+                f"training.data_dir: the code written from {master['node']} is not intact in "
+                f"{task['node']}'s task ({out or f'exit {rc}'}); allowed: a data dir shared by "
+                "every host (the same file system at the same path, e.g. NFS)"
+            )
+
+
+def check(props: dict[str, Any]) -> str:
+    """The digest the tasks hold: `digest` when every reachable task has it intact,
+    else a word for what is wrong there (`missing on lab-h2`, `modified on lab-h1`)."""
+    for task in props["tasks"]:
+        try:
+            rc, _ = _exec(
+                props["host_endpoints"][task["node"]],
+                task,
+                verify_script(props["run_name"], props["digest"]),
+            )
+        except HostError:
+            continue  # A task that is gone is the roster's to report.
+        if rc == 3:
+            return f"missing on {task['node']}"
+        if rc != 0:
+            return f"modified on {task['node']}"
+    return str(props["digest"])
+
+
+class CodeSyncProvider(BoundaryProvider):
+    """Copies the code's version into the data dir and checks it on every task."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        _install(props, keep=[])
+        return CreateResult(id_=f"code-{props['run_name']}", outs=props)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        # Keep the version being replaced: its run is stopped only after this.
+        # (A digest read back as `missing on ...` names no directory to keep.)
+        old = str(olds.get("digest", ""))
+        same_run = olds.get("run_name") == news["run_name"]
+        keep = [old] if same_run and re.fullmatch(r"[0-9a-f]{12}", old) else []
+        _install(news, keep=[d for d in keep if d != news["digest"]])
+        return UpdateResult(outs=news)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return diff_keys(olds, news, CODE_KEYS, replace_on=("run_name",))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs={**props, "digest": check(props)})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """Removes the run's code versions (the launch, which ran them, is gone)."""
+        master = props["tasks"][0]
+        try:
+            _exec(
+                props["host_endpoints"][master["node"]],
+                master,
+                f"rm -rf {code_root(props['run_name'])}",
+            )
+        except HostError:
+            pulumi.log.warn(
+                f"training code: no task to remove {code_root(props['run_name'])} from; "
+                "it stays on the data dir"
+            )
+
+
+class CodeSync(Resource):
+    """The training code's version on the data dir (dynamic resource)."""
+
+    digest: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(CodeSyncProvider(), name, props, opts)

@@ -1,0 +1,86 @@
+"""infra.providers.code: what is a change to the code's record, and what read reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.providers import code
+from infra.providers.hostops import HostError
+
+pytestmark = pytest.mark.unit
+
+PROPS: dict[str, Any] = {
+    "digest": "0123456789ab",
+    "files": 2,
+    "bytes": 20,
+    "run_name": "r",
+    "source": "/checkout/a/code",
+    "exclude": [".git"],
+    "tasks": [
+        {"node": "h1", "service": "ds-master", "task_id": "t1"},
+        {"node": "h2", "service": "ds-worker", "task_id": "t2"},
+    ],
+    "host_endpoints": {"h1": {"url": "unix:///h1"}, "h2": {"url": "unix:///h2"}},
+}
+
+
+def read_digest() -> Any:
+    """The digest read gives back for PROPS."""
+    outs = code.CodeSyncProvider().read("code-r", dict(PROPS)).outs
+    assert outs is not None
+    return outs["digest"]
+
+
+def diff(**news: Any) -> Any:
+    return code.CodeSyncProvider().diff("code-r", dict(PROPS), {**PROPS, **news})
+
+
+def test_another_checkout_is_no_change() -> None:
+    """The same code from another checkout path copies nothing."""
+    assert not diff(source="/checkout/b/code").changes
+
+
+def test_new_digest_is_an_update() -> None:
+    """New code is copied in place (an update), not a replacement."""
+    d = diff(digest="ba9876543210")
+    assert (d.changes, d.replaces) == (True, [])
+
+
+def test_new_run_name_is_a_replacement() -> None:
+    """Another run's code lives in another directory: a replacement."""
+    assert diff(run_name="r2").replaces == ["run_name"]
+
+
+@pytest.mark.parametrize(
+    ("exits", "read"),
+    [((0, 0), "0123456789ab"), ((0, 3), "missing on h2"), ((4, 0), "modified on h1")],
+)
+def test_read_reports_the_first_task_without_the_version(
+    monkeypatch: pytest.MonkeyPatch, exits: tuple[int, int], read: str
+) -> None:
+    """Read gives the digest back only when every task holds it intact; else it names the
+    host and what is wrong there, a drift the next `up` repairs."""
+    by_node = dict(zip(("h1", "h2"), exits, strict=True))
+    monkeypatch.setattr(code, "_exec", lambda _e, task, _s: (by_node[task["node"]], ""))
+    assert read_digest() == read
+
+
+def test_read_skips_a_task_that_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task that is not running is the roster's to report, not a code drift."""
+
+    def gone(_e: Any, task: dict[str, Any], _s: str) -> tuple[int, str]:
+        if task["node"] == "h2":
+            raise HostError("no running task")
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", gone)
+    assert read_digest() == PROPS["digest"]
+
+
+def test_code_edited_after_the_preview_is_refused(tmp_path: Any) -> None:
+    """Create refuses when the code dir no longer has the digest the program planned."""
+    (tmp_path / "train.py").write_text("print('edited after preview')\n")
+    with pytest.raises(Exception, match=r"changed after the preview .* planned 0123456789ab"):
+        code.CodeSyncProvider().create({**PROPS, "source": str(tmp_path)})
