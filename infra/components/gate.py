@@ -17,6 +17,7 @@ import pulumi
 
 from infra.config import Gate, Host
 from infra.providers.gate import CollectiveGate
+from infra.render.gate import GATE_OUTPUTS
 from infra.render.remedy import drain_remedies
 
 
@@ -66,13 +67,5 @@ class BandwidthGate(pulumi.ComponentResource):
         r = self.record
         self.summary = pulumi.Output.all(
             r.state, r.reason, r.busbw_MBps, r.figures, r.localisation, r.seconds
-        ).apply(
-            lambda v: dict(
-                zip(
-                    ("state", "reason", "busbw_MBps", "figures", "localisation", "seconds"),
-                    v,
-                    strict=True,
-                )
-            )
-        )
+        ).apply(lambda v: dict(zip(GATE_OUTPUTS, v, strict=True)))
         self.register_outputs({"state": r.state, "busbw_MBps": r.busbw_MBps})

@@ -31,9 +31,11 @@ from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
 from infra.providers.hostops import service_container
 from infra.render.gate import (
+    GATE_OUTPUTS,
     GateResult,
     collective_script,
     failure_message,
+    largest,
     last_words,
     localise,
     pair_rounds,
@@ -90,7 +92,8 @@ def _figure_of(rc: int, text: str) -> tuple[float, str]:
         return 0.0, failed_ranks(text)
     if not figures or not all(f.sum_ok for f in figures):
         return 0.0, ring_verdict(figures, 0.0)
-    return max(figures, key=lambda f: f.nbytes).busbw_mbps, ""
+    top = largest(figures)
+    return (top.busbw_mbps if top else 0.0), ""
 
 
 def _training_running(props: dict[str, Any]) -> bool:
@@ -183,7 +186,5 @@ class CollectiveGate(Resource):
     def __init__(
         self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        outputs = dict.fromkeys(
-            ("state", "reason", "busbw_MBps", "figures", "localisation", "seconds")
-        )
+        outputs = dict.fromkeys(GATE_OUTPUTS)
         super().__init__(CollectiveGateProvider(), name, {**props, **outputs}, opts)

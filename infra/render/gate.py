@@ -79,6 +79,15 @@ class Figure:
         }
 
 
+def largest(figures: Sequence[Figure]) -> Figure | None:
+    """The figure at the largest size (the one the floor applies to); None without any."""
+    return max(figures, key=lambda f: f.nbytes) if figures else None
+
+
+# The gate's record: GateResult.outputs() keys, the resource's outputs, the stack output.
+GATE_OUTPUTS = ("state", "reason", "busbw_MBps", "figures", "localisation", "seconds")
+
+
 def parse_figures(text: str) -> list[Figure]:
     """The JSON lines rank 0 printed (other lines, torch's warnings, ignored)."""
     out = []
@@ -143,7 +152,14 @@ class Localisation:
         return {
             "slow_hosts": self.slow,
             "slow_links": [list(p) for p in self.links],
-            "pairs": [{"hosts": list(p), "busbw_MBps": round(v, 2)} for p, v in self.pairs.items()],
+            "pairs": [
+                {
+                    "hosts": list(p),
+                    "busbw_MBps": round(v, 2),
+                    **({"error": self.errors[p]} if p in self.errors else {}),
+                }
+                for p, v in self.pairs.items()
+            ],
         }
 
 
@@ -178,7 +194,8 @@ class GateResult:
     @property
     def busbw_mbps(self) -> float:
         """The ring's bus bandwidth at its largest size (0 without figures)."""
-        return max(self.figures, key=lambda f: f.nbytes).busbw_mbps if self.figures else 0.0
+        top = largest(self.figures)
+        return top.busbw_mbps if top else 0.0
 
     def outputs(self) -> dict[str, Any]:
         return {
@@ -193,11 +210,11 @@ class GateResult:
 
 def ring_verdict(figures: Sequence[Figure], floor: float) -> str:
     """Why the whole ring fails the gate ("" when it passes)."""
-    if not figures:
+    top = largest(figures)
+    if top is None:
         return "the all-reduce printed no figures"
     if not all(f.sum_ok for f in figures):
         return "the all-reduce returned a wrong sum"
-    top = max(figures, key=lambda f: f.nbytes)
     if top.busbw_mbps < floor:
         return (
             f"bus bandwidth {top.busbw_mbps:.1f} MB/s at {top.nbytes} bytes is under "
