@@ -1,5 +1,9 @@
 """bench.dataplane_bench: a smoke run with --quick (2 lab hosts, 1 MB, one round); the
-full numbers are in docs/benchmarks.md. It starts and takes down its own lab."""
+full numbers are in docs/benchmarks.md. It starts and takes down its own lab.
+
+Part of scripts/acceptance, not of scripts/test: it checks a benchmark, not the program
+(whose data planes tests/engine/test_dataplane.py covers), and its two minutes kept the
+CI run under its 60-minute budget."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.lab, pytest.mark.image, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.acceptance, pytest.mark.lab, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 NETWORKS = (
