@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from docker.errors import DockerException
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
 from infra.layout import TRAIN_UID
@@ -102,8 +103,9 @@ def check(props: dict[str, Any]) -> str:
                 task,
                 verify_script(props["run_name"], props["digest"]),
             )
-        except HostError:
-            continue  # A task that is gone is the roster's to report.
+        except (HostError, DockerException):
+            # A task that is gone (or went while it was asked) is the roster's to report.
+            continue
         if rc == 3:
             return f"missing on {task['node']}"
         if rc != 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from docker.errors import NotFound
 
 from infra.providers import code
 from infra.providers.hostops import HostError
@@ -76,6 +77,18 @@ def test_read_skips_a_task_that_is_gone(monkeypatch: pytest.MonkeyPatch) -> None
         return 0, ""
 
     monkeypatch.setattr(code, "_exec", gone)
+    assert read_digest() == PROPS["digest"]
+
+
+def test_read_skips_a_task_that_goes_while_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container removed between listing and exec (Docker's 404) is skipped too."""
+
+    def removed(_e: Any, task: dict[str, Any], _s: str) -> tuple[int, str]:
+        if task["node"] == "h1":
+            raise NotFound("No such container")
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", removed)
     assert read_digest() == PROPS["digest"]
 
 
