@@ -136,6 +136,8 @@ class TrainingLaunch(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=args.services.gpu_services),
         )
         entries = self.roster.entries.apply(lambda es: cast(list[RosterEntry], es))
+        # The same entries as plain dicts, for the dynamic resources that take them.
+        task_entries = entries.apply(lambda es: cast(list[dict[str, Any]], es))
         self.hostfile = entries.apply(lambda es: render_hostfile(es, slots))
         self.rank_map = entries.apply(lambda es: rank_map(es, slots))
         self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
@@ -153,7 +155,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                     root=code_dir(t.code.dir),
                     run_name=t.run_name,
                     host_endpoints=args.swarm.endpoints,
-                    tasks=entries.apply(lambda es: cast(list[dict[str, Any]], es)),
+                    tasks=task_entries,
                 ),
                 pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
             )
@@ -168,7 +170,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                     hosts=args.hosts,
                     script=task_script,
                     host_endpoints=args.swarm.endpoints,
-                    tasks=entries.apply(lambda es: cast(list[dict[str, Any]], es)),
+                    tasks=task_entries,
                 ),
                 pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
             )

@@ -18,9 +18,7 @@ pure half is infra/render/code.py).
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Updat
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
 from infra.providers.hostops import HostError, service_container
-from infra.render.code import bundle, code_root, install_script, verify_script
+from infra.render.code import bundle, code_root, install_script, tar_bytes, verify_script
 
 # Changed, these mean copying again; `run_name` moves the versions' directory.
 CODE_KEYS = ("digest", "run_name", "tasks")
@@ -39,10 +37,20 @@ CODE_KEYS = ("digest", "run_name", "tasks")
 ARCHIVE_DIR = "/tmp"
 
 
-def _exec(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str]:
+def _container(endpoint: dict[str, Any], task: dict[str, Any]) -> Any:
+    """The running container of a roster task; HostError when there is none."""
     ctr = service_container(endpoint, task["service"])
     if ctr is None:
         raise HostError(f"no running task of {task['service']} on {task['node']}")
+    return ctr
+
+
+def _exec(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str]:
+    """Run `script` as the training uid in a roster task: exit status and output."""
+    return _run(_container(endpoint, task), script)
+
+
+def _run(ctr: Any, script: str) -> tuple[int, str]:
     res = ctr.exec_run(["sh", "-c", script], user=TRAIN_UID)
     out = res.output.decode(errors="replace") if isinstance(res.output, bytes) else ""
     return int(res.exit_code or 0), out.strip()
@@ -58,25 +66,12 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
         )
     master, *others = props["tasks"]
     endpoints = props["host_endpoints"]
-    ctr = service_container(endpoints[master["node"]], master["service"])
-    if ctr is None:
-        raise HostError(f"no running task of {master['service']} on {master['node']}")
+    ctr = _container(endpoints[master["node"]], master)
     name = f"dss-code-{digest}.tar"
     # put_archive unpacks a tar: a one-member tar that holds the bundle's tar.
-    outer = io.BytesIO()
-    inner = b.tar(digest)
-    with tarfile.open(fileobj=outer, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.mtime = len(inner), 0o644, 0
-        info.uid = info.gid = int(TRAIN_UID)
-        tar.addfile(info, io.BytesIO(inner))
-    if not ctr.put_archive(ARCHIVE_DIR, outer.getvalue()):
+    if not ctr.put_archive(ARCHIVE_DIR, tar_bytes([(name, b.tar(digest), 0o644)])):
         raise HostError(f"copying the code into {master['service']} on {master['node']} failed")
-    rc, out = _exec(
-        endpoints[master["node"]],
-        master,
-        install_script(props["run_name"], digest, f"{ARCHIVE_DIR}/{name}", keep),
-    )
+    rc, out = _run(ctr, install_script(props["run_name"], digest, f"{ARCHIVE_DIR}/{name}", keep))
     if rc != 0:
         raise Exception(
             f"training code {digest}: unpacking into the data dir on {master['node']} failed "
@@ -124,9 +119,12 @@ class CodeSyncProvider(BoundaryProvider):
         # Keep the version being replaced: its run is stopped only after this.
         # (A digest read back as `missing on ...` names no directory to keep.)
         old = str(olds.get("digest", ""))
-        same_run = olds.get("run_name") == news["run_name"]
-        keep = [old] if same_run and re.fullmatch(r"[0-9a-f]{12}", old) else []
-        _install(news, keep=[d for d in keep if d != news["digest"]])
+        kept = (
+            olds.get("run_name") == news["run_name"]
+            and old != news["digest"]
+            and re.fullmatch(r"[0-9a-f]{12}", old)
+        )
+        _install(news, keep=[old] if kept else [])
         return UpdateResult(outs=news)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

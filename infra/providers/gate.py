@@ -90,10 +90,10 @@ def _figure_of(rc: int, text: str) -> tuple[float, str]:
     figures = parse_figures(text)
     if rc != 0:
         return 0.0, failed_ranks(text)
-    if not figures or not all(f.sum_ok for f in figures):
-        return 0.0, ring_verdict(figures, 0.0)
     top = largest(figures)
-    return (top.busbw_mbps if top else 0.0), ""
+    if top is None or not all(f.sum_ok for f in figures):
+        return 0.0, ring_verdict(figures, 0.0)
+    return top.busbw_mbps, ""
 
 
 def _training_running(props: dict[str, Any]) -> bool:

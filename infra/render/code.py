@@ -61,22 +61,26 @@ class Bundle:
         return {f.path for f in self.files}
 
     def tar(self, top: str) -> bytes:
-        """The files and the manifest under `top/`, owned by the training uid, with
-        fixed times: the same code gives the same bytes on every machine."""
-        buf = io.BytesIO()
-        uid = int(TRAIN_UID)
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        """The files and the manifest under `top/` (see `tar_bytes`)."""
+        members = [
+            (f"{top}/{f.path}", (self.root / f.path).read_bytes(), 0o755 if f.executable else 0o644)
+            for f in self.files
+        ]
+        return tar_bytes([*members, (f"{top}/{CODE_MANIFEST}", self.manifest.encode(), 0o644)])
 
-            def add(name: str, data: bytes, mode: int) -> None:
-                info = tarfile.TarInfo(f"{top}/{name}")
-                info.size, info.mode, info.mtime = len(data), mode, 0
-                info.uid = info.gid = uid
-                tar.addfile(info, io.BytesIO(data))
 
-            for f in self.files:
-                add(f.path, (self.root / f.path).read_bytes(), 0o755 if f.executable else 0o644)
-            add(CODE_MANIFEST, self.manifest.encode(), 0o644)
-        return buf.getvalue()
+def tar_bytes(members: Sequence[tuple[str, bytes, int]]) -> bytes:
+    """A tar of (name, bytes, mode) members owned by the training uid, with fixed times:
+    the same members give the same bytes on every machine."""
+    buf = io.BytesIO()
+    uid = int(TRAIN_UID)
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, mode in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            info.uid = info.gid = uid
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def excluded(rel: str, patterns: Sequence[str]) -> bool:
@@ -84,18 +88,26 @@ def excluded(rel: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(part, p) for part in rel.split("/") for p in patterns)
 
 
-def bundle(root: Path, exclude: Sequence[str]) -> Bundle:
-    """The bundle of the code dir `root`: regular files not under an excluded name
-    (symlinks are followed only to files inside `root`, so a link cannot smuggle in
-    the rest of the machine)."""
+def listing(root: Path, exclude: Sequence[str]) -> dict[str, Path]:
+    """The files of the code dir `root` by their `/` path under it, in path order:
+    regular files not under an excluded name (symlinks are followed only to files
+    inside `root`, so a link cannot smuggle in the rest of the machine). Nothing is
+    read: the config rules judge sizes and the script from this alone."""
     real_root = root.resolve()
-    files = []
+    out = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if rel == CODE_MANIFEST or excluded(rel, exclude) or not path.is_file():
             continue
-        if not path.resolve().is_relative_to(real_root):
-            continue
+        if path.resolve().is_relative_to(real_root):
+            out[rel] = path
+    return out
+
+
+def bundle(root: Path, exclude: Sequence[str]) -> Bundle:
+    """The bundle of the code dir `root`: the files of its `listing`, read and hashed."""
+    files = []
+    for rel, path in listing(root, exclude).items():
         data = path.read_bytes()
         files.append(
             CodeFile(

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from harness import ROOT
+
 pytestmark = [pytest.mark.acceptance, pytest.mark.lab, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
 NETWORKS = (
     "overlay MTU 9000",
     "overlay MTU 1500",

@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from infra.config.rules.image import PROJECT_DIR
-from infra.render.code import MAX_CODE_BYTES, MAX_CODE_FILES, bundle
+from infra.render.code import MAX_CODE_BYTES, MAX_CODE_FILES, listing
 
 if TYPE_CHECKING:
     from infra.config.models.stack import StackConfig
@@ -29,12 +29,15 @@ def code(cfg: StackConfig) -> list[str]:
             f"training.code.dir: {t.code.dir!r} is not a directory ({root}); allowed: a "
             "directory of training code, relative to the project or absolute"
         ]
-    b = bundle(root, t.code.exclude)
+    # Paths and sizes only: the program reads and hashes the files once, later
+    # (infra/components/code.py).
+    files = listing(root, t.code.exclude)
+    size = sum(p.stat().st_size for p in files.values())
     out = []
-    if len(b.files) > MAX_CODE_FILES or b.size > MAX_CODE_BYTES:
+    if len(files) > MAX_CODE_FILES or size > MAX_CODE_BYTES:
         out.append(
-            f"training.code.dir: {t.code.dir!r} holds {len(b.files)} files, "
-            f"{b.size / (1 << 20):.1f} MiB; allowed: at most {MAX_CODE_FILES} files and "
+            f"training.code.dir: {t.code.dir!r} holds {len(files)} files, "
+            f"{size / (1 << 20):.1f} MiB; allowed: at most {MAX_CODE_FILES} files and "
             f"{MAX_CODE_BYTES >> 20} MiB of code (datasets belong in training.datasets or "
             "the data dir; add what is not code to training.code.exclude)"
         )
@@ -44,10 +47,10 @@ def code(cfg: StackConfig) -> list[str]:
             f"training.script: {t.script!r} is a path in the image; allowed: with "
             f"training.code.dir set, a path inside {t.code.dir!r}, e.g. 'train.py'"
         )
-    elif script.as_posix() not in b.paths():
+    elif script.as_posix() not in files:
         out.append(
             f"training.script: {t.script!r} is not a file of training.code.dir "
             f"{t.code.dir!r} (excludes applied); allowed: one of its files, e.g. "
-            f"{', '.join(sorted(p for p in b.paths() if p.endswith('.py'))[:5]) or 'train.py'}"
+            f"{', '.join(sorted(p for p in files if p.endswith('.py'))[:5]) or 'train.py'}"
         )
     return out

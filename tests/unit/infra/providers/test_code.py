@@ -68,27 +68,26 @@ def test_read_reports_the_first_task_without_the_version(
     assert read_digest() == read
 
 
-def test_read_skips_a_task_that_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A task that is not running is the roster's to report, not a code drift."""
+@pytest.mark.parametrize(
+    ("node", "error"),
+    [
+        # Not running: the roster's to report, not a code drift.
+        ("h2", HostError("no running task")),
+        # Removed between listing and exec (Docker's 404).
+        ("h1", NotFound("No such container")),
+    ],
+)
+def test_read_skips_a_task_that_is_gone(
+    monkeypatch: pytest.MonkeyPatch, node: str, error: Exception
+) -> None:
+    """A task that is gone, or goes while it is asked, is skipped: the others decide."""
 
     def gone(_e: Any, task: dict[str, Any], _s: str) -> tuple[int, str]:
-        if task["node"] == "h2":
-            raise HostError("no running task")
+        if task["node"] == node:
+            raise error
         return 0, ""
 
     monkeypatch.setattr(code, "_exec", gone)
-    assert read_digest() == PROPS["digest"]
-
-
-def test_read_skips_a_task_that_goes_while_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A container removed between listing and exec (Docker's 404) is skipped too."""
-
-    def removed(_e: Any, task: dict[str, Any], _s: str) -> tuple[int, str]:
-        if task["node"] == "h1":
-            raise NotFound("No such container")
-        return 0, ""
-
-    monkeypatch.setattr(code, "_exec", removed)
     assert read_digest() == PROPS["digest"]
 
 
