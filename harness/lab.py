@@ -8,9 +8,11 @@ is DSS_LAB_ROOT or /var/lib/dss-lab.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +76,41 @@ def client(i: int, timeout: int = 60) -> docker_sdk.DockerClient:
     import docker as docker_sdk
 
     return docker_sdk.DockerClient(base_url=f"unix://{socket(i)}", timeout=timeout)
+
+
+def edit_node(node: str, **spec: Any) -> None:
+    """Change a swarm node's spec by hand, as an operator would (`Role`, `Availability`,
+    `Labels`), through lab host 1 (a manager). Swarm writes nodes itself too (a task
+    landing on a node adds a network attachment), so an edit takes the program's
+    read-again-on-conflict path: `docker node update` would fail "update out of
+    sequence" where the operator would simply run it again."""
+    # Imported here: harness.lab is imported by code that never touches the providers.
+    from infra.providers.swarm import update_node_spec
+
+    api = client(1)
+    try:
+        update_node_spec(api, node, lambda current: current | spec)
+    finally:
+        api.close()
+
+
+@contextlib.contextmanager
+def sysfs_faked(i: int, path: str, text: str) -> Iterator[Path]:
+    """Lab host i reads `text` at the sysfs file `path` (e.g. /sys/class/net/eth0/speed)
+    inside the context: a file bind-mounted over it in the host's mount namespace, where
+    its sshd runs, so the host facts read it over SSH as they read the real one. Yields
+    the file (write it to change what the host reads); unmounted after, also on failure."""
+    hp = c.LabPaths(c.lab_root()).host(i)
+    fake = hp.dir / "sysfs" / path.strip("/").replace("/", "_")
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(text)
+    ns = ["nsenter", "-t", hp.sshd_pid.read_text().strip(), "-m", "--"]
+    subprocess.run([*ns, "mount", "--bind", str(fake), path], check=True)
+    try:
+        yield fake
+    finally:
+        subprocess.run([*ns, "umount", path], check=False)
+        fake.unlink(missing_ok=True)
 
 
 def service_versions() -> dict[str, int]:

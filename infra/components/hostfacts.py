@@ -19,6 +19,7 @@ from infra.config import Host, Network, Preflight
 from infra.providers.fabric import RDMA_MTU
 from infra.providers.health import HEALTH_KEYS
 from infra.providers.hostfacts import HostFactsResource
+from infra.providers.nic import nic_healthy
 from infra.render.remedy import drain_remedies
 
 
@@ -62,6 +63,10 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
         # GPU health (infra/providers/health.py): healthy is no fault of any kind. A
         # drained host carries no training: read, not judged.
         exp |= {k: [] for k in HEALTH_KEYS}
+    if host.availability == "active":
+        # The NIC's health (infra/providers/nic.py), only the limits the stack sets: a
+        # stack without them keeps the inputs it was deployed with.
+        exp |= {k: v for k, v in nic_healthy().items() if k in nic_keys(cfg)}
     if host.rdma_interface:
         # The fabric (infra/providers/fabric.py): only on hosts that declare a device,
         # so every other host keeps the inputs it was deployed with.
@@ -81,10 +86,20 @@ def checks_health(cfg: FactsSource, host: Host) -> bool:
     return bool(host.gpus.count) and cfg.preflight.gpu_health
 
 
+def nic_keys(cfg: FactsSource) -> set[str]:
+    """The NIC facts the stack's limits ask for (infra/providers/nic.py NIC_KEYS)."""
+    limits = cfg.preflight.nic
+    keys = {"nic_speed_meets_minimum"} if limits.min_speed_Mbps is not None else set()
+    return keys | ({"nic_link_errors"} if limits.max_errors is not None else set())
+
+
 def health_props(cfg: FactsSource, host: Host, remedy: str) -> dict[str, Any]:
-    """The health check's inputs (none on a host without GPUs or with it off): on, and
-    the remedy its refusal names."""
-    return {"gpu_health": True, "remedy": remedy} if checks_health(cfg, host) else {}
+    """The health checks' inputs (none where neither is on): GPU health on a GPU host,
+    the NIC's limits where the stack sets any, and the remedy their refusals name."""
+    props: dict[str, Any] = {"gpu_health": True} if checks_health(cfg, host) else {}
+    if nic_keys(cfg):
+        props["nic_health"] = cfg.preflight.nic.model_dump(exclude_none=True)
+    return {**props, "remedy": remedy} if props else {}
 
 
 def fabric_props(cfg: FactsSource, host: Host) -> dict[str, Any]:

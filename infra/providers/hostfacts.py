@@ -53,6 +53,14 @@ from infra.providers.health import (
     seen_health,
 )
 from infra.providers.hostops import HostError, ssh_run
+from infra.providers.nic import (
+    NIC_KEYS,
+    NIC_SCRIPT,
+    nic_baseline_of,
+    nic_problem,
+    parse_nic,
+    seen_nic,
+)
 from infra.versions import older_than
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
@@ -163,7 +171,7 @@ def mismatches(
     out: list[str] = []
     for key, want in expected.items():
         got = seen.get(key)
-        if got == want or key in HEALTH_KEYS:  # health: health_problem's sentences
+        if got == want or key in HEALTH_KEYS or key in NIC_KEYS:  # their own sentences
             continue
         if key in FABRIC_KEYS:
             sentence = fabric_problem(host, key, observed, rdma, gid_index)
@@ -223,14 +231,19 @@ def engine_problem(host: str, observed: dict[str, Any], gpus: int = 0) -> list[s
     return []
 
 
+# Outputs of a check, not inputs: what was seen, and the baselines the next check
+# counts from.
+_OUTPUT_ONLY = ("observed", "health_baseline", "nic_baseline")
+
+
 class HostFactsProvider(BoundaryProvider):
     """Reads host facts over SSH; refuses to create/update while they differ."""
 
     def _observe(
-        self, props: dict[str, Any], baseline: dict[str, Any] | None
+        self, props: dict[str, Any], prior: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """What the host has, and the facts in the shape of `expected` (GPU health:
-        relative to `baseline`, the last check's)."""
+        """What the host has, and the facts in the shape of `expected` (GPU and NIC
+        health: relative to the baselines in `prior`, the last check's outputs)."""
         rdma = props.get("rdma") or ""
         script = FACTS_SCRIPT.format(nic=props["nic"])
         if rdma:
@@ -241,6 +254,9 @@ class HostFactsProvider(BoundaryProvider):
         )
         if health_on:
             script += HEALTH_SCRIPT
+        limits: dict[str, Any] = props.get("nic_health") or {}
+        if limits:
+            script += NIC_SCRIPT.format(nic=props["nic"])
         text = ssh_run(props["ssh"], script)
         observed = parse_facts(text)
         if rdma:
@@ -250,13 +266,17 @@ class HostFactsProvider(BoundaryProvider):
         )
         if health_on:
             observed["health"] = parse_health(text)
-            health = seen_health(observed["health"], baseline)
+            health = seen_health(observed["health"], prior.get("health_baseline"))
             seen.update({k: v for k, v in health.items() if k in props["expected"]})
+        if limits:
+            observed["nic_link"] = parse_nic(text)
+            nic = seen_nic(observed["nic_link"], limits, prior.get("nic_baseline"))
+            seen.update({k: v for k, v in nic.items() if k in props["expected"]})
         return observed, seen
 
-    def _apply(self, props: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    def _apply(self, props: dict[str, Any], prior: dict[str, Any]) -> dict[str, Any]:
         try:
-            observed, seen = self._observe(props, baseline)
+            observed, seen = self._observe(props, prior)
         except HostError as e:
             raise Exception(f"preflight: host {props['host']} unreachable: {e}") from None
         problems = mismatches(
@@ -269,42 +289,68 @@ class HostFactsProvider(BoundaryProvider):
             props.get("rdma") or "",
             props.get("rdma_gid_index"),
         ) + engine_problem(props["host"], observed, props["expected"].get("gpu_count", 0))
+        remedy = props.get("remedy", "")
         problems += [
-            health_problem(props["host"], k, observed["health"], baseline, props.get("remedy", ""))
+            health_problem(
+                props["host"], k, observed["health"], prior.get("health_baseline"), remedy
+            )
             for k in HEALTH_KEYS
             if k in props["expected"] and seen.get(k)
+        ]
+        problems += [
+            nic_problem(
+                props["host"],
+                props["nic"],
+                k,
+                observed["nic_link"],
+                props["nic_health"],
+                prior.get("nic_baseline"),
+                remedy,
+            )
+            for k in NIC_KEYS
+            if k in props["expected"] and seen.get(k) != props["expected"][k]
         ]
         if problems:
             raise Exception("preflight failed:\n  " + "\n  ".join(problems))
         out = {**props, "observed": observed}
+        # Checked: the next check counts only what comes after this one.
         if "health" in observed:
-            # Checked: the next check counts only Xid lines after this one's.
-            out["health_baseline"] = baseline_of(observed["health"], baseline)
+            out["health_baseline"] = baseline_of(observed["health"], prior.get("health_baseline"))
+        if "nic_link" in observed:
+            out["nic_baseline"] = nic_baseline_of(observed["nic_link"])
         return out
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_=f"facts-{props['host']}", outs=self._apply(props, None))
+        return CreateResult(id_=f"facts-{props['host']}", outs=self._apply(props, {}))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> Any:
         from pulumi.dynamic import UpdateResult
 
-        return UpdateResult(outs=self._apply(news, olds.get("health_baseline")))
+        return UpdateResult(outs=self._apply(news, olds))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("expected", "nic", "min_driver", "ssh", "needed_mtu", "rdma", "rdma_gid_index")
+        keys = (
+            "expected",
+            "nic",
+            "min_driver",
+            "ssh",
+            "needed_mtu",
+            "rdma",
+            "rdma_gid_index",
+            "nic_health",
+        )
         return diff_keys(olds, news, keys)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # The baseline stays: a fault since the last `up` is drift until an `up` (or a
         # drain) deals with it.
-        observed, seen = self._observe(props, props.get("health_baseline"))
+        observed, seen = self._observe(props, props)
         # Report what the host has as the expected facts: the next diff against the
         # program's expectations then names each drifted fact.
         return ReadResult(
             id_=id_,
             outs={**props, "expected": seen, "observed": observed},
-            inputs={k: v for k, v in props.items() if k not in ("observed", "health_baseline")}
-            | {"expected": seen},
+            inputs={k: v for k, v in props.items() if k not in _OUTPUT_ONLY} | {"expected": seen},
         )
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:

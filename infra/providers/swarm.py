@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
-from docker.errors import DockerException, NotFound
+from docker.errors import APIError, DockerException, NotFound
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 from requests.exceptions import ConnectionError as RequestsConnectionError
 
@@ -93,6 +94,38 @@ class SwarmInit(Resource):
 
 
 _LIVE_TASK_STATES = ("assigned", "accepted", "preparing", "ready", "starting", "running")
+
+# swarmkit's store.ErrSequenceConflict, as the daemon words it.
+SEQUENCE_CONFLICT = "update out of sequence"
+
+
+def update_node_spec(
+    leader: Any,
+    node_id: str,
+    change: Callable[[dict[str, Any]], dict[str, Any]],
+    attempts: int = 20,
+) -> Any:
+    """Apply `change` to a node's spec through the leader, and return the node.
+
+    Swarm updates are optimistic: an update carries the version its spec was read at,
+    and a write made meanwhile refuses it as "update out of sequence". Swarm itself
+    writes nodes unasked: the allocator adds a network attachment when a task lands on
+    the node (as it does just after the node is made active again), the role manager
+    and the CA after a promotion. The protocol is to read the node again and apply the
+    change to what is there now; anything else is an error at once."""
+    for _ in range(attempts):
+        node = leader.nodes.get(node_id)
+        try:
+            node.update(change(dict(node.attrs["Spec"])))
+            return node
+        except APIError as e:
+            if SEQUENCE_CONFLICT not in str(e):
+                raise
+        time.sleep(0.5)
+    raise HostError(
+        f"swarm node {node_id}: every update of {attempts} came out of sequence "
+        "(Swarm kept writing the node meanwhile)"
+    )
 
 
 class SwarmNodeProvider(BoundaryProvider):
@@ -175,11 +208,12 @@ class SwarmNodeProvider(BoundaryProvider):
             time.sleep(1)
         if node is None:
             raise Exception(f"swarm: node {props['host']} did not appear on the leader")
-        spec = dict(node.attrs["Spec"])
-        spec["Labels"] = dict(props["labels"])
-        spec["Role"] = props["role"]
-        spec["Availability"] = props["availability"]
-        node.update(spec)
+        declared = {
+            "Labels": dict(props["labels"]),
+            "Role": props["role"],
+            "Availability": props["availability"],
+        }
+        update_node_spec(leader, node.id, lambda spec: spec | declared)
         if props["availability"] == "drain":
             self._wait_drained(leader, node.id)
         return {**props, "node_id": node.id}

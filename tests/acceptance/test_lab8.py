@@ -30,6 +30,7 @@ from harness.lab import (
     client,
     docker,
     docker_run,
+    edit_node,
     host_index,
     logged_steps,
     remove_network,
@@ -446,7 +447,8 @@ def test_host_joins_and_gets_a_worker(stack: Stack, report: dict[str, str]) -> N
 
 
 def _relabel(node: str, drop: str) -> None:
-    docker(1, "node", "update", "--label-rm", drop, node)
+    labels = json.loads(docker(1, "node", "inspect", node, "--format", "{{json .Spec.Labels}}"))
+    edit_node(node, Labels={k: v for k, v in labels.items() if k != drop})
 
 
 def drifted_properties(diff_text: str) -> dict[str, set[str]]:
@@ -468,7 +470,7 @@ def test_drift_on_eight_hosts_reported_then_repaired(stack: Stack, report: dict[
     naming resource and property; `up --refresh` repairs it; then a clean no-op."""
     # One drift per host (lab-h1..h8), each as an operator or a failing host makes it.
     _relabel("lab-h2", "dss.gpus")
-    docker(1, "node", "update", "--availability", "drain", "lab-h3")
+    edit_node("lab-h3", Availability="drain")
     docker(1, "service", "update", "--detach", "--label-add", "hand=edit", "ds-worker")
     subprocess.run(
         ["ip", "netns", "exec", "dsslab-h4", "ip", "link", "set", "eth0", "mtu", "9000"], check=True

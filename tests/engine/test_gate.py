@@ -1,8 +1,10 @@
-"""The collective gate under the real engine on a 3-host lab (issue 21): one lab
-host's link shaped with `tc` (netem, or tbf where the kernel has no netem) fails the
-gate before the launch, naming that host, its pairs' figures and the remedy; no
-training process starts; with the link repaired the next `pulumi up` passes the gate
-and training starts.
+"""The collective gate and GPU health under the real engine on a 3-host lab (issue
+21): one lab host's link shaped with `tc` (netem, or tbf where the kernel has no
+netem) fails the gate before the launch, naming that host, its pairs' figures and the
+remedy; then a faked Xid line and a faked retired page on another host are drift on
+its facts and refuse the next `up --refresh`, naming host, GPU and remedy; no training
+process starts; with the link and the GPU repaired the next `pulumi up` passes the
+gate and training starts.
 
 Three hosts, not the dev stack's two: with two hosts the one slow pair cannot say
 which of the two is slow (infra/render/gate.py `localise`). Costs one 3-host lab, two
@@ -24,6 +26,7 @@ from harness.lab import logged_steps
 from harness.stack import Stack
 from harness.waits import wait_for
 from lab import config as c
+from lab import hostfiles as hf
 from tests.engine.conftest import MakeStack, lab_of
 
 pytestmark = pytest.mark.engine
@@ -33,6 +36,20 @@ SLOW = 3
 """The lab host whose link is shaped."""
 RATE = "40mbit"
 """5 MB/s: a quarter of the dev floor (Pulumi.dev.yaml preflight.gate.min_busbw_MBps 20)."""
+SICK = 2
+"""The lab host whose GPU goes bad."""
+SICK_GPU = c.gpu_uuids(SICK, 2)[1]
+
+
+def sick_paths() -> c.HostPaths:
+    """Where the fake dmesg and nvidia-smi of the sick host read their faults."""
+    return c.LabPaths(c.lab_root()).host(SICK)
+
+
+def heal() -> None:
+    """The sick host's GPU repaired: no Xid in the kernel log, no page pending."""
+    sick_paths().kernel_log.unlink(missing_ok=True)
+    sick_paths().gpu_health.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +60,7 @@ def lab() -> Iterator[dict[str, Any]]:
             yield status
         finally:
             unshape(SLOW)
+            heal()
 
 
 def tc(i: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -108,10 +126,32 @@ def test_slow_host_is_refused_by_name_and_nothing_is_launched(stack: Stack) -> N
     assert not logged_steps(RUN), "a step was logged: the launch started past a failed gate"
 
 
+def test_sick_gpu_is_drift_and_refused_by_name(stack: Stack) -> None:
+    """An Xid 79 line and a page pending retirement on lab-h2 are drift on its facts
+    (`refresh --preview-only --expect-no-changes --diff` names both properties), and `up
+    --refresh` refuses naming host, code, GPU and remedy; the launch does not start."""
+    sick_paths().kernel_log.write_text(hf.xid_line(4321.0, 79))
+    sick_paths().gpu_health.write_text(f"{SICK_GPU} 0 Yes No No\n")
+    check = stack.pulumi("refresh", "--preview-only", "--expect-no-changes", "--diff", check=False)
+    out = check.stdout + check.stderr
+    assert check.returncode != 0, f"the sick GPU was not drift:\n{out[-3000:]}"
+    facts = f"test-gate-facts-lab-h{SICK}"
+    assert facts in out and "gpu_xid_errors" in out and "gpus_retirement_pending" in out, out
+    res = stack.pulumi("up", "--refresh", "--yes", "--skip-preview", check=False)
+    out = res.stdout + res.stderr
+    print("\n".join(ln for ln in out.splitlines() if f"host lab-h{SICK}:" in ln))
+    assert res.returncode != 0
+    assert f"host lab-h{SICK}: GPU Xid error(s) 79 in the kernel log since the last check" in out
+    assert f"host lab-h{SICK}: GPU {SICK_GPU} has memory pending retirement" in out
+    assert f"remedy: set hosts[{SICK - 1}].availability: drain" in out
+    assert not logged_steps(RUN), "a step was logged: the launch started on a sick GPU"
+
+
 def test_repaired_link_passes_the_gate_and_training_starts(stack: Stack) -> None:
-    """The link repaired, `up` passes the gate (its figures in the `gate` output) and
-    the run's first step follows; the next preview is a no-op."""
+    """The link and the GPU repaired, `up` passes the gate (its figures in the `gate`
+    output) and the run's first step follows; the next preview is a no-op."""
     unshape(SLOW)
+    heal()
     start = time.monotonic()
     stack.pulumi("up", "--yes", "--skip-preview")
     gate = stack.outputs()["gate"]

@@ -14,7 +14,15 @@ import pytest
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import LAB_ROOT, docker, logged_steps, remove_network, run_log, shared
+from harness.lab import (
+    LAB_ROOT,
+    docker,
+    edit_node,
+    logged_steps,
+    remove_network,
+    run_log,
+    shared,
+)
 from harness.lab import client as lab_client
 from harness.stack import Stack
 from tests.engine.conftest import MakeStack
@@ -285,20 +293,20 @@ def test_drift_service(deployed: Stack, lab: dict[str, Any]) -> None:
 
 def test_drift_node_drained(deployed: Stack, lab: dict[str, Any]) -> None:
     """A node drained by hand is drift on its node resource, naming availability."""
-    docker(1, "node", "update", "--availability", "drain", "lab-h2")
+    edit_node("lab-h2", Availability="drain")
     try:
         expect_drift(deployed, "test-engine-swarm-node-lab-h2", "availability")
     finally:
-        docker(1, "node", "update", "--availability", "active", "lab-h2")
+        edit_node("lab-h2", Availability="active")
 
 
 def test_drift_node_role(deployed: Stack, lab: dict[str, Any]) -> None:
     """A worker promoted to manager by hand is drift on its node resource, naming role."""
-    docker(1, "node", "promote", "lab-h2")
+    edit_node("lab-h2", Role="manager")
     try:
         expect_drift(deployed, "test-engine-swarm-node-lab-h2", "role")
     finally:
-        docker(1, "node", "demote", "lab-h2")
+        edit_node("lab-h2", Role="worker")
 
 
 def test_drift_hostname(deployed: Stack) -> None:

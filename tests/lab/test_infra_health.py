@@ -1,8 +1,11 @@
-"""GPU health in the host facts against lab hosts (issue 21): the facts read each fact
-over real SSH from a lab host whose `nvidia-smi` and `dmesg` are faked per host
-(lab/hostfiles.py); a faked Xid line and a faked retired page are refused naming host,
-GPU and remedy, and a refresh reports them as drift; a drained host is read, not
-judged, and its baseline moves on, so it comes back clean."""
+"""GPU and NIC health in the host facts against lab hosts (issue 21): the facts read
+each fact over real SSH from a lab host whose `nvidia-smi` and `dmesg` are faked per
+host (lab/hostfiles.py); a faked Xid line and a faked retired page are refused naming
+host, GPU and remedy, and a refresh reports them as drift; a drained host is read, not
+judged, and its baseline moves on, so it comes back clean. The NIC's speed and error
+counters are the lab host's real veth sysfs files, faked where a test needs a slow or
+erring link by a file bind-mounted over them in that host's mount namespace
+(harness.lab.sysfs_faked)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_on_hosts, unprefixed
+from harness.lab import sysfs_faked
 from infra.components.hostfacts import facts_props
 from infra.config import StackConfig, parse_stack_config
 from infra.providers.hostfacts import HostFactsProvider
@@ -26,12 +30,14 @@ GPU = c.gpu_uuids(2, 2)[1]
 """lab-h2's second fake GPU."""
 
 
-def spare_config(**lab_h2: Any) -> StackConfig:
+def spare_config(nic: dict[str, int] | None = None, **lab_h2: Any) -> StackConfig:
     """The dev stack on 4 lab hosts, lab-h4 a spare (only lab-h2 is read here), so that
-    lab-h2 can be drained (two training hosts stay)."""
+    lab-h2 can be drained (two training hosts stay); `nic`: preflight.nic."""
     raw = unprefixed(dev_on_hosts(4, 2))
     raw["hosts"][3]["spare"] = True
     raw["hosts"][1].update(lab_h2)
+    if nic is not None:
+        raw.setdefault("preflight", {})["nic"] = nic
     return parse_stack_config(raw)
 
 
@@ -140,3 +146,49 @@ def test_a_drained_host_is_read_not_judged_and_comes_back_clean(
     assert drained_outs["health_baseline"]["xid_ts"] == 30.0
     back = outs(p.update("facts-lab-h2", drained_outs, props(cfg, "lab-h2")))
     assert back["health_baseline"]["xid_ts"] == 30.0
+
+
+SPEED = "/sys/class/net/eth0/speed"
+CRC = "/sys/class/net/eth0/statistics/rx_crc_errors"
+
+
+def test_nic_speed_is_read_from_the_host(health: Lab) -> None:
+    """The lab host's real veth reports its speed (10000 Mb/s), which meets a 10000 floor."""
+    cfg = spare_config(nic={"min_speed_Mbps": 10000})
+    created = outs(HostFactsProvider().create(props(cfg, "lab-h2")))
+    assert created["observed"]["nic_link"]["speed_Mbps"] == 10000
+    assert "rx_crc_errors" in created["observed"]["nic_link"]["counters"]
+
+
+def test_a_slow_link_is_refused_naming_host_nic_speed_and_remedy(health: Lab) -> None:
+    """A NIC that negotiated 1000 Mb/s under a 10000 floor stops the deployment."""
+    cfg = spare_config(nic={"min_speed_Mbps": 10000})
+    with sysfs_faked(2, SPEED, "1000\n"), pytest.raises(Exception) as e:
+        HostFactsProvider().create(props(cfg, "lab-h2"))
+    msg = str(e.value)
+    assert (
+        "host lab-h2: NIC eth0 negotiated 1000 Mb/s, under preflight.nic.min_speed_Mbps 10000"
+        in msg
+    )
+    assert "remedy: set hosts[1].availability: drain (the spare lab-h4 takes its place)" in msg
+
+
+def test_nic_errors_since_the_check_are_drift_and_refused(health: Lab) -> None:
+    """CRC errors counted before the check are its baseline; 37 more after it are drift
+    naming the counter, and the update is refused with the figures."""
+    cfg = spare_config(nic={"max_errors": 0})
+    p = HostFactsProvider()
+    want = props(cfg, "lab-h2")
+    with sysfs_faked(2, CRC, "5\n") as crc:
+        created = outs(p.create(want))
+        assert created["nic_baseline"]["counters"]["rx_crc_errors"] == 5
+        assert p.diff("facts-lab-h2", outs(p.read("facts-lab-h2", created)), want).changes is False
+        crc.write_text("42\n")
+        read = p.read("facts-lab-h2", created)
+        assert read.inputs is not None
+        assert read.inputs["expected"]["nic_link_errors"] == {"rx_crc_errors": 37}
+        assert p.diff("facts-lab-h2", outs(read), want).changes is True
+        with pytest.raises(Exception) as e:
+            p.update("facts-lab-h2", created, want)
+    assert "host lab-h2: NIC eth0 counted 37 link error(s) since the last check" in str(e.value)
+    assert "(rx_crc_errors +37), over preflight.nic.max_errors 0" in str(e.value)

@@ -55,6 +55,19 @@ class Gate(_Model):
     """Rendezvous port of the gate's all-reduce on the first task. Default 29600."""
 
 
+class NicHealth(_Model):
+    """The health of every host's `nic` (infra/providers/nic.py): each limit set is a
+    refusal before a launch and a drift property while training runs."""
+
+    min_speed_Mbps: Annotated[int, Field(ge=1)] | None = None
+    """Lowest negotiated link speed allowed, in Mb/s (`/sys/class/net/<nic>/speed`),
+    e.g. 100000 for 100 Gb/s ports. Default: not checked."""
+    max_errors: Annotated[int, Field(ge=0)] | None = None
+    """Most link errors allowed since the last check: rx errors (CRC included), tx
+    errors and carrier changes, as the NIC's counters grew. 0 refuses any. Default:
+    not checked."""
+
+
 class Preflight(_Model):
     """What `pulumi up` checks on every host before creating services."""
 
@@ -74,6 +87,8 @@ class Preflight(_Model):
     """On GPU hosts, refuse (and report as drift) GPU Xid errors in the kernel log since
     the last check, memory pending retirement or remap, failed row remapping and
     uncorrected ECC errors (infra/providers/health.py). Default true."""
+    nic: NicHealth = NicHealth()
+    """Link speed and error counters of every host's `nic`. Default: not checked."""
     gate: Gate = Gate()
     """The all-reduce gate before the launch. Default: on, floor 100 MB/s."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.components.hostfacts import expected_facts
+from infra.components.hostfacts import expected_facts, health_props
 from infra.config import parse_stack_config
 from infra.providers.health import HEALTH_KEYS
 from tests.unit.infra.samples import stack_config
@@ -27,3 +27,32 @@ def test_isolation_off_expects_no_toolkit_fact() -> None:
     assert [sorted(expected_facts(cfg, h)) for h in cfg.hosts] == [
         ["driver_meets_minimum", "gpu_count", *sorted(HEALTH_KEYS), "hostname", "nic_mtu"]
     ] * 2
+
+
+def test_nic_limits_expect_a_healthy_nic_on_active_hosts() -> None:
+    """preflight.nic's limits (prod sets both) expect the speed met and no link errors on
+    every active host, and give the facts the limits and the remedy."""
+    cfg = parse_stack_config(stack_config("prod"), {"secrets"})
+    host = cfg.hosts[0]
+    exp = expected_facts(cfg, host)
+    assert exp["nic_speed_meets_minimum"] is True and exp["nic_link_errors"] == {}
+    props = health_props(cfg, host, "drain it")
+    assert props["nic_health"] == {"min_speed_Mbps": 100000, "max_errors": 0}
+    assert props["remedy"] == "drain it"
+
+
+def test_no_nic_limits_no_nic_facts() -> None:
+    """Without preflight.nic (dev) no NIC fact is expected and no limit is passed."""
+    cfg = parse_stack_config(stack_config("dev"), {"secrets"})
+    for host in cfg.hosts:
+        assert not {"nic_speed_meets_minimum", "nic_link_errors"} & set(expected_facts(cfg, host))
+        assert "nic_health" not in health_props(cfg, host, "")
+
+
+def test_a_drained_host_expects_no_nic_health() -> None:
+    """A drained host carries no training: its NIC is read, not judged."""
+    raw = stack_config("prod")
+    raw["hosts"][1]["availability"] = "drain"
+    cfg = parse_stack_config(raw, {"secrets"})
+    assert "nic_link_errors" not in expected_facts(cfg, cfg.hosts[1])
+    assert "nic_link_errors" in expected_facts(cfg, cfg.hosts[0])
