@@ -113,6 +113,37 @@ def sysfs_faked(i: int, path: str, text: str) -> Iterator[Path]:
         fake.unlink(missing_ok=True)
 
 
+def _tc(i: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", c.netns_name(i), "tc", "qdisc", *args],
+        check=check,
+        capture_output=True,
+        text=True,
+    )
+
+
+def shape_link(i: int, rate: str) -> str:
+    """Lab host i sends at `rate` (tc's units, e.g. `40mbit`) on its link (every packet
+    it sends: the overlay's too): netem with a 2 ms delay where the kernel has it, else
+    a token bucket (a kernel without sch_netem says "Specified qdisc kind is unknown").
+    The qdisc used, in words."""
+    netem = _tc(
+        i, "replace", "dev", "eth0", "root", "netem", "rate", rate, "delay", "2ms", check=False
+    )
+    if netem.returncode == 0:
+        return f"netem rate {rate} delay 2ms"
+    # burst in bytes above the link's MTU (9100) and GSO's 64 KiB segments: a smaller
+    # bucket drops every full-size packet instead of pacing it (the all-reduce hangs).
+    tbf = ("tbf", "rate", rate, "burst", "256kb", "latency", "100ms")
+    _tc(i, "replace", "dev", "eth0", "root", *tbf)
+    return f"tbf rate {rate} (no netem: {netem.stderr.strip()})"
+
+
+def unshape_link(i: int) -> None:
+    """Lab host i's link back to full speed (nothing to do if it was not shaped)."""
+    _tc(i, "del", "dev", "eth0", "root", check=False)
+
+
 def service_versions() -> dict[str, int]:
     """Every swarm service's spec version (from lab host 1, a manager): unchanged means
     Swarm restarted nothing."""

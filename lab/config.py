@@ -174,6 +174,12 @@ class HostPaths:
         return self.dir / "gpu-health"
 
     @property
+    def dcgm_diag(self) -> Path:
+        """What the fake `dcgmi diag -r <level> -j` prints (lab/hostfiles.py
+        dcgm_diag_json); absent (as `lab up` leaves it): every GPU passes."""
+        return self.dir / "dcgm-diag.json"
+
+    @property
     def kernel_log(self) -> Path:
         """What the fake `dmesg` prints (e.g. an `NVRM: Xid` line); absent: nothing."""
         return self.dir / "kernel-log"

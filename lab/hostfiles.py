@@ -222,6 +222,68 @@ def xid_line(seconds: float, code: int, pci: str = "0000:3b:00", what: str = "")
     return f"[{seconds:12.6f}] NVRM: Xid (PCI:{pci}): {code}, pid=4242, name=python, {what}\n"
 
 
+def dcgm_diag_json(gpus: int, failed: dict[int, str] | None = None, major: int = 4) -> str:
+    """What `dcgmi diag -r 1 -j` prints for `gpus` GPUs, `failed` GPU index -> the
+    warning, in DCGM 4.x's layout (`DCGM Diagnostic`, the level-1 `software` test, one
+    result per entity) or 3.x's (`DCGM GPU Diagnostic`, the Deployment tests, one result
+    each, a failed one naming its `gpu_id`, its text under `warnings`), as
+    NVIDIA/DCGM dcgmi/Diag.cpp builds them (key names in NvvsJsonStrings.h)."""
+    failed = failed or {}
+    if major >= 4:
+        results = [
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": g, "status": "Pass"}
+            | ({"status": "Fail", "warnings": [{"warning": failed[g], "error_id": 29}]}
+               if g in failed else {})
+            for g in range(gpus)
+        ]  # fmt: skip
+        summary = "Fail" if failed else "Pass"
+        test = {"name": "software", "results": results, "test_summary": {"status": summary}}
+        doc: dict[str, object] = {
+            "metadata": {"version": "4.2.3", "Driver Version Detected": FAKE_DRIVER_VERSION},
+            "DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [test]}]},
+        }
+    else:
+        tests: list[dict[str, object]] = [
+            {"name": "Denylist", "results": [{"status": "Pass"}]},
+            {"name": "Persistence Mode", "results": [{"status": "Pass"}]},
+        ]
+        tests += [
+            {"name": "Page Retirement/Row Remap", "results": [
+                {"status": "Fail", "gpu_id": g, "warnings": [{"warnings": text, "error_id": 29}]}
+            ]}
+            for g, text in sorted(failed.items())
+        ]  # fmt: skip
+        doc = {
+            "version": "3.3.9",
+            "DCGM GPU Diagnostic": {
+                "test_categories": [{"category": "Deployment", "tests": tests}]
+            },
+        }
+    return json.dumps(doc, indent=4) + "\n"
+
+
+def render_fake_dcgmi(paths: HostPaths, gpus: int) -> str:
+    """A stand-in `dcgmi` that answers `diag -r <level> -j`: the host's diagnostic file
+    (a test writes a failed one with dcgm_diag_json), else every GPU passing; exit 226
+    (DCGM_ST_NVVS_ERROR) when a test failed, as dcgmi does."""
+    diag = shlex.quote(str(paths.dcgm_diag))
+    healthy = dcgm_diag_json(gpus)
+    return f"""#!/bin/sh
+# written by `python -m lab up`: a fake dcgmi for lab host {paths.index}
+case "$1 $2" in
+  "diag -r") ;;
+  *) echo "lab dcgmi: only diag -r <level> -j is faked" >&2; exit 2 ;;
+esac
+if [ -f {diag} ]; then
+  cat {diag}
+  grep -q '"Fail"' {diag} && exit 226
+  exit 0
+fi
+cat <<'JSON'
+{healthy}JSON
+"""
+
+
 def render_fake_lsmod(paths: HostPaths) -> str:
     """A stand-in `lsmod`: its header and the host's module lines (the machine's own
     modules are not the lab host's business)."""

@@ -175,7 +175,9 @@ def _host_files(
     # Healthy GPUs and a quiet kernel log until a test writes faults (hf.xid_line).
     hp.gpu_health.unlink(missing_ok=True)
     hp.kernel_log.unlink(missing_ok=True)
+    hp.dcgm_diag.unlink(missing_ok=True)
     for tool, text in (
+        ("dcgmi", hf.render_fake_dcgmi(hp, gpus)),
         ("ibv_devinfo", hf.render_fake_ibv_devinfo(hp)),
         ("lsmod", hf.render_fake_lsmod(hp)),
         ("dmesg", hf.render_fake_dmesg(hp)),

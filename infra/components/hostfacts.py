@@ -63,6 +63,8 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
         # GPU health (infra/providers/health.py): healthy is no fault of any kind. A
         # drained host carries no training: read, not judged.
         exp |= {k: [] for k in HEALTH_KEYS}
+        if cfg.preflight.dcgm_diag_level is not None:
+            exp["dcgm_diag_failures"] = []  # infra/providers/dcgm.py
     if host.availability == "active":
         # The NIC's health (infra/providers/nic.py), only the limits the stack sets: a
         # stack without them keeps the inputs it was deployed with.
@@ -97,6 +99,8 @@ def health_props(cfg: FactsSource, host: Host, remedy: str) -> dict[str, Any]:
     """The health checks' inputs (none where neither is on): GPU health on a GPU host,
     the NIC's limits where the stack sets any, and the remedy their refusals name."""
     props: dict[str, Any] = {"gpu_health": True} if checks_health(cfg, host) else {}
+    if checks_health(cfg, host) and cfg.preflight.dcgm_diag_level is not None:
+        props["dcgm_level"] = cfg.preflight.dcgm_diag_level
     if nic_keys(cfg):
         props["nic_health"] = cfg.preflight.nic.model_dump(exclude_none=True)
     return {**props, "remedy": remedy} if props else {}

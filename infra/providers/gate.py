@@ -152,6 +152,7 @@ class CollectiveGateProvider(BoundaryProvider):
                     result.localisation,
                     props["remedies"],
                     float(props["min_busbw_MBps"]),
+                    result.seconds,
                 )
             )
         return {**props, **result.outputs()}

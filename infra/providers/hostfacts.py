@@ -32,6 +32,7 @@ from infra.layout import (
     SWARM_RESOURCE_ENV,
 )
 from infra.providers.boundary import BoundaryProvider, diff_keys
+from infra.providers.dcgm import DCGM_KEYS, DCGM_SCRIPT, dcgm_problem, parse_dcgm, seen_dcgm
 from infra.providers.fabric import (
     FABRIC_KEYS,
     FABRIC_SCRIPT,
@@ -171,7 +172,7 @@ def mismatches(
     out: list[str] = []
     for key, want in expected.items():
         got = seen.get(key)
-        if got == want or key in HEALTH_KEYS or key in NIC_KEYS:  # their own sentences
+        if got == want or key in (*HEALTH_KEYS, *NIC_KEYS, *DCGM_KEYS):  # own sentences
             continue
         if key in FABRIC_KEYS:
             sentence = fabric_problem(host, key, observed, rdma, gid_index)
@@ -240,10 +241,11 @@ class HostFactsProvider(BoundaryProvider):
     """Reads host facts over SSH; refuses to create/update while they differ."""
 
     def _observe(
-        self, props: dict[str, Any], prior: dict[str, Any]
+        self, props: dict[str, Any], prior: dict[str, Any], reading: bool = False
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """What the host has, and the facts in the shape of `expected` (GPU and NIC
-        health: relative to the baselines in `prior`, the last check's outputs)."""
+        health: relative to the baselines in `prior`, the last check's outputs; DCGM's
+        diagnostic above level 1: the last check's when `reading`)."""
         rdma = props.get("rdma") or ""
         script = FACTS_SCRIPT.format(nic=props["nic"])
         if rdma:
@@ -257,6 +259,11 @@ class HostFactsProvider(BoundaryProvider):
         limits: dict[str, Any] = props.get("nic_health") or {}
         if limits:
             script += NIC_SCRIPT.format(nic=props["nic"])
+        level = props.get("dcgm_level")
+        # Above level 1 the diagnostic loads the GPUs: never beside a live job (a read).
+        rerun_dcgm = level is not None and not (reading and level > 1)
+        if rerun_dcgm:
+            script += DCGM_SCRIPT.format(level=level)
         text = ssh_run(props["ssh"], script)
         observed = parse_facts(text)
         if rdma:
@@ -268,6 +275,11 @@ class HostFactsProvider(BoundaryProvider):
             observed["health"] = parse_health(text)
             health = seen_health(observed["health"], prior.get("health_baseline"))
             seen.update({k: v for k, v in health.items() if k in props["expected"]})
+        if level is not None:
+            last = (prior.get("observed") or {}).get("dcgm")
+            observed["dcgm"] = parse_dcgm(text) if rerun_dcgm or last is None else last
+            dcgm = seen_dcgm(observed["dcgm"])
+            seen.update({k: v for k, v in dcgm.items() if k in props["expected"]})
         if limits:
             observed["nic_link"] = parse_nic(text)
             nic = seen_nic(observed["nic_link"], limits, prior.get("nic_baseline"))
@@ -310,6 +322,10 @@ class HostFactsProvider(BoundaryProvider):
             for k in NIC_KEYS
             if k in props["expected"] and seen.get(k) != props["expected"][k]
         ]
+        if "dcgm_diag_failures" in props["expected"] and seen.get("dcgm_diag_failures"):
+            problems.append(
+                dcgm_problem(props["host"], props["dcgm_level"], observed["dcgm"], remedy)
+            )
         if problems:
             raise Exception("preflight failed:\n  " + "\n  ".join(problems))
         out = {**props, "observed": observed}
@@ -338,13 +354,14 @@ class HostFactsProvider(BoundaryProvider):
             "rdma",
             "rdma_gid_index",
             "nic_health",
+            "dcgm_level",
         )
         return diff_keys(olds, news, keys)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # The baseline stays: a fault since the last `up` is drift until an `up` (or a
         # drain) deals with it.
-        observed, seen = self._observe(props, props)
+        observed, seen = self._observe(props, props, reading=True)
         # Report what the host has as the expected facts: the next diff against the
         # program's expectations then names each drifted fact.
         return ReadResult(

@@ -228,10 +228,13 @@ def failure_message(
     loc: Localisation | None,
     remedies: Mapping[str, str],
     floor: float,
+    seconds: float | None = None,
 ) -> str:
     """The error `pulumi up` prints: why, whom the pairs blame with their figures,
-    and what the stack lets the operator do about it (`remedies`: host -> sentence)."""
-    lines = [f"collective gate failed: {reason}; the launch did not start"]
+    and what the stack lets the operator do about it (`remedies`: host -> sentence);
+    with `seconds`, how long the gate took, ring and pairs."""
+    took = f" (the gate took {seconds:.1f} s)" if seconds is not None else ""
+    lines = [f"collective gate failed: {reason}; the launch did not start{took}"]
     if loc is not None:
         for p, v in loc.pairs.items():
             if p in loc.errors:

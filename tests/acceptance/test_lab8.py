@@ -36,7 +36,10 @@ from harness.lab import (
     remove_network,
     run_log,
     service_versions,
+    shape_link,
     shared,
+    training_processes,
+    unshape_link,
 )
 from harness.stack import Stack, restarting
 from harness.waits import wait_for
@@ -148,7 +151,13 @@ def test_up_from_nothing(stack: Stack, report: dict[str, str]) -> None:
     assert sorted(placed) == [f"lab-h{i}" for i in range(1, 9)], f"training tasks on {placed}"
     standby = docker(1, "service", "ps", "ds-standby", "--format", "{{.Node}}").split()
     assert standby == [SPARE], f"ds-standby on {standby}, not the spare {SPARE}"
-    report["figure"] = f"{len(stack.outputs()['rankMap'])} training tasks + spare; up {took:.0f} s"
+    gate = stack.outputs()["gate"]
+    assert gate["state"] == "passed", gate
+    report["figure"] = (
+        f"{len(stack.outputs()['rankMap'])} training tasks + spare; up {took:.0f} s; the gate "
+        f"passed in {gate['seconds']} s, {gate['busbw_MBps']} MB/s bus bandwidth at "
+        f"{gate['figures'][-1]['bytes'] >> 20} MiB"
+    )
     report["command"] = "pulumi up --stack lab8"
 
 
@@ -626,6 +635,45 @@ def test_secrets_appear_nowhere(stack: Stack, report: dict[str, str]) -> None:
         f"image layers ({len(saved) // 2**20} MiB saved)"
     )
     report["command"] = "grep <value> in each; docker save <image>"
+
+
+SLOW_HOST = 5
+"""The lab host whose link the gate test shapes (a worker)."""
+
+
+def test_gate_refuses_a_slow_host_on_eight_hosts(stack: Stack, report: dict[str, str]) -> None:
+    """With lab-h5's link at 40 Mbit/s and the training tasks re-created, `up --refresh`
+    measures the gate again and refuses naming lab-h5 and its remedy; nothing launched."""
+    qdisc = shape_link(SLOW_HOST, "40mbit")
+    try:
+        # New tasks (as after hosts rebooted): the roster changes, so the gate measures.
+        for service in ("ds-master", "ds-worker"):
+            docker(1, "service", "update", "--force", "--detach", service)
+        t0 = time.monotonic()
+        res = stack.pulumi("up", "--refresh", "--yes", "--skip-preview", check=False)
+        took = time.monotonic() - t0
+    finally:
+        unshape_link(SLOW_HOST)
+    out = res.stdout + res.stderr
+    slow = f"lab-h{SLOW_HOST}"
+    print("\n".join(ln for ln in out.splitlines() if "gate" in ln or "pair" in ln or "slow" in ln))
+    assert res.returncode != 0, out[-3000:]
+    assert f"slow host(s): {slow} (every pair of theirs was slow)" in out, out[-3000:]
+    assert f"remedy for {slow}: set hosts[{SLOW_HOST - 1}].availability: drain" in out
+    m = re.search(r"the gate took ([\d.]+) s", out)
+    assert m, out[-3000:]
+    pairs = re.findall(r"pair (lab-h\d) <-> (lab-h\d): ([\d.]+) MB/s", out)
+    theirs = [f"{a}-{b} {v}" for a, b, v in pairs if slow in (a, b)]
+    running = {ctr: procs for ctr, procs in training_processes(HOSTS).items() if procs}
+    assert not running, f"training runs past a failed gate: {running}"
+    report["figure"] = (
+        f"{qdisc}: refused after {m.group(1)} s of gate ({len(pairs)} pairs; {slow}'s "
+        f"{', '.join(theirs)} MB/s), `up` exit {res.returncode} after {took:.0f} s; nothing "
+        "launched"
+    )
+    report["command"] = (
+        "tc qdisc ... on lab-h5; docker service update --force ds-worker; pulumi up --refresh"
+    )
 
 
 def no_containers(i: int) -> bool:

@@ -14,7 +14,6 @@ which of the two is slow (infra/render/gate.py `localise`). Costs one 3-host lab
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_on_hosts
-from harness.lab import logged_steps
+from harness.lab import logged_steps, shape_link, unshape_link
 from harness.stack import Stack
 from harness.waits import wait_for
 from lab import config as c
@@ -59,37 +58,8 @@ def lab() -> Iterator[dict[str, Any]]:
         try:
             yield status
         finally:
-            unshape(SLOW)
+            unshape_link(SLOW)
             heal()
-
-
-def tc(i: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["ip", "netns", "exec", c.netns_name(i), "tc", "qdisc", *args],
-        check=check,
-        capture_output=True,
-        text=True,
-    )
-
-
-def shape(i: int) -> str:
-    """Lab host i sends at RATE on its link (every packet it sends: the overlay's too):
-    netem with a delay where the kernel has it, else a token bucket (this machine's
-    kernel has no sch_netem: "Specified qdisc kind is unknown"). The qdisc used."""
-    netem = tc(
-        i, "replace", "dev", "eth0", "root", "netem", "rate", RATE, "delay", "2ms", check=False
-    )
-    if netem.returncode == 0:
-        return f"netem rate {RATE} delay 2ms"
-    # burst in bytes above the link's MTU (9100) and GSO's 64 KiB segments: a smaller
-    # bucket drops every full-size packet instead of pacing it (the all-reduce hangs).
-    tbf = ("tbf", "rate", RATE, "burst", "256kb", "latency", "100ms")
-    tc(i, "replace", "dev", "eth0", "root", *tbf)
-    return f"tbf rate {RATE} (no netem: {netem.stderr.strip()})"
-
-
-def unshape(i: int) -> None:
-    tc(i, "del", "dev", "eth0", "root", check=False)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +72,7 @@ def stack(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
 def test_slow_host_is_refused_by_name_and_nothing_is_launched(stack: Stack) -> None:
     """With lab-h3's link at 40 Mbit/s, `up` fails at the gate naming lab-h3, its pairs'
     figures and the remedy; the launch does not start."""
-    qdisc = shape(SLOW)
+    qdisc = shape_link(SLOW, RATE)
     start = time.monotonic()
     res = stack.pulumi("up", "--yes", "--skip-preview", check=False)
     took = time.monotonic() - start
@@ -150,7 +120,7 @@ def test_sick_gpu_is_drift_and_refused_by_name(stack: Stack) -> None:
 def test_repaired_link_passes_the_gate_and_training_starts(stack: Stack) -> None:
     """The link and the GPU repaired, `up` passes the gate (its figures in the `gate`
     output) and the run's first step follows; the next preview is a no-op."""
-    unshape(SLOW)
+    unshape_link(SLOW)
     heal()
     start = time.monotonic()
     stack.pulumi("up", "--yes", "--skip-preview")

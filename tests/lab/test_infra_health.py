@@ -30,14 +30,19 @@ GPU = c.gpu_uuids(2, 2)[1]
 """lab-h2's second fake GPU."""
 
 
-def spare_config(nic: dict[str, int] | None = None, **lab_h2: Any) -> StackConfig:
+def spare_config(
+    nic: dict[str, int] | None = None, dcgm: int | None = None, **lab_h2: Any
+) -> StackConfig:
     """The dev stack on 4 lab hosts, lab-h4 a spare (only lab-h2 is read here), so that
-    lab-h2 can be drained (two training hosts stay); `nic`: preflight.nic."""
+    lab-h2 can be drained (two training hosts stay); `nic`: preflight.nic; `dcgm`:
+    preflight.dcgm_diag_level."""
     raw = unprefixed(dev_on_hosts(4, 2))
     raw["hosts"][3]["spare"] = True
     raw["hosts"][1].update(lab_h2)
     if nic is not None:
         raw.setdefault("preflight", {})["nic"] = nic
+    if dcgm is not None:
+        raw.setdefault("preflight", {})["dcgm_diag_level"] = dcgm
     return parse_stack_config(raw)
 
 
@@ -55,6 +60,7 @@ def health(bare_lab: Lab) -> Iterator[Lab]:
         for i in (1, 2):
             bare_lab.paths.host(i).gpu_health.unlink(missing_ok=True)
             bare_lab.paths.host(i).kernel_log.unlink(missing_ok=True)
+            bare_lab.paths.host(i).dcgm_diag.unlink(missing_ok=True)
 
 
 def props(cfg: StackConfig, name: str) -> dict[str, Any]:
@@ -192,3 +198,44 @@ def test_nic_errors_since_the_check_are_drift_and_refused(health: Lab) -> None:
             p.update("facts-lab-h2", created, want)
     assert "host lab-h2: NIC eth0 counted 37 link error(s) since the last check" in str(e.value)
     assert "(rx_crc_errors +37), over preflight.nic.max_errors 0" in str(e.value)
+
+
+def test_dcgm_diagnostic_passes_on_healthy_gpus(health: Lab) -> None:
+    """With preflight.dcgm_diag_level 1, the host's dcgmi runs over SSH and passes."""
+    created = outs(HostFactsProvider().create(props(spare_config(dcgm=1), "lab-h2")))
+    assert created["observed"]["dcgm"] == {"tool": True, "rc": 0, "failures": [], "error": ""}
+
+
+def test_a_failed_dcgm_test_is_refused_naming_gpu_and_remedy(health: Lab) -> None:
+    """A GPU DCGM fails stops the deployment: host, level, test, GPU, DCGM's words, remedy."""
+    health.paths.host(2).dcgm_diag.write_text(hf.dcgm_diag_json(2, {1: "Persistence mode off"}))
+    with pytest.raises(Exception) as e:
+        HostFactsProvider().create(props(spare_config(dcgm=1), "lab-h2"))
+    msg = str(e.value)
+    assert "host lab-h2: `dcgmi diag -r 1` failed: software on GPU 1 (Persistence mode off)" in msg
+    assert "remedy: set hosts[1].availability: drain (the spare lab-h4 takes its place)" in msg
+
+
+def test_level_one_runs_again_at_refresh_and_is_drift(health: Lab) -> None:
+    """At level 1 a refresh runs the diagnostic again: a GPU failing since is drift."""
+    p = HostFactsProvider()
+    want = props(spare_config(dcgm=1), "lab-h2")
+    created = outs(p.create(want))
+    health.paths.host(2).dcgm_diag.write_text(hf.dcgm_diag_json(2, {0: "bad"}, major=3))
+    read = p.read("facts-lab-h2", created)
+    assert read.inputs is not None
+    assert read.inputs["expected"]["dcgm_diag_failures"] == ["Page Retirement/Row Remap: GPU 0"]
+    assert p.diff("facts-lab-h2", outs(read), want).changes is True
+
+
+def test_higher_levels_do_not_run_beside_a_live_job(health: Lab) -> None:
+    """At level 2 a refresh keeps the last check's verdict (it would load the GPUs);
+    the next update runs it and refuses."""
+    p = HostFactsProvider()
+    want = props(spare_config(dcgm=2), "lab-h2")
+    created = outs(p.create(want))
+    health.paths.host(2).dcgm_diag.write_text(hf.dcgm_diag_json(2, {0: "bad"}))
+    read = p.read("facts-lab-h2", created)
+    assert read.inputs is not None and read.inputs["expected"]["dcgm_diag_failures"] == []
+    with pytest.raises(Exception, match=r"`dcgmi diag -r 2` failed: software on GPU 0"):
+        p.update("facts-lab-h2", created, want)

@@ -87,6 +87,12 @@ class Preflight(_Model):
     """On GPU hosts, refuse (and report as drift) GPU Xid errors in the kernel log since
     the last check, memory pending retirement or remap, failed row remapping and
     uncorrected ECC errors (infra/providers/health.py). Default true."""
+    dcgm_diag_level: Annotated[int, Field(ge=1, le=4)] | None = None
+    """On GPU hosts, run NVIDIA DCGM's diagnostic `dcgmi diag -r <level>` and refuse a
+    failed test (infra/providers/dcgm.py): 1 the software and deployment checks
+    (seconds; run again at every refresh), 2 adds memory and PCIe (about 2 minutes), 3
+    and 4 stress the GPUs (15 minutes and more). Levels 2 to 4 run at create and update
+    only: they load the GPUs. Needs DCGM on the hosts. Default: not run."""
     nic: NicHealth = NicHealth()
     """Link speed and error counters of every host's `nic`. Default: not checked."""
     gate: Gate = Gate()

@@ -56,3 +56,13 @@ def test_a_drained_host_expects_no_nic_health() -> None:
     cfg = parse_stack_config(raw, {"secrets"})
     assert "nic_link_errors" not in expected_facts(cfg, cfg.hosts[1])
     assert "nic_link_errors" in expected_facts(cfg, cfg.hosts[0])
+
+
+def test_dcgm_level_expects_a_passing_diagnostic_on_gpu_hosts() -> None:
+    """preflight.dcgm_diag_level (prod: 1) expects no failed DCGM test and passes the level."""
+    cfg = parse_stack_config(stack_config("prod"), {"secrets"})
+    host = cfg.hosts[0]
+    assert expected_facts(cfg, host)["dcgm_diag_failures"] == []
+    assert health_props(cfg, host, "")["dcgm_level"] == 1
+    dev = parse_stack_config(stack_config("dev"), {"secrets"})
+    assert "dcgm_diag_failures" not in expected_facts(dev, dev.hosts[0])

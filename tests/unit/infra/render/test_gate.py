@@ -165,3 +165,9 @@ def test_result_outputs_hold_the_largest_sizes_bandwidth() -> None:
     out = r.outputs()
     assert out["busbw_MBps"] == 9.88
     assert [f["bytes"] for f in out["figures"]] == [1024, 4096]
+
+
+def test_failure_message_says_how_long_the_gate_took() -> None:
+    """Given the gate's time, the first line says it."""
+    first = failure_message("x", None, {}, 20, 12.34).splitlines()[0]
+    assert first == "collective gate failed: x; the launch did not start (the gate took 12.3 s)"
