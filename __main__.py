@@ -66,6 +66,7 @@ launch = TrainingLaunch(
         services=services,
         swarm=swarm,
         image=image,
+        restart_metrics=cfg.monitoring.enabled,
     ),
 )
 

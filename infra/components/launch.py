@@ -69,6 +69,10 @@ class TrainingLaunchArgs:
     services: TrainingServices
     swarm: SwarmCluster
     image: TrainingImage
+    restart_metrics: bool = False
+    """The supervisors keep their restart counts as Prometheus text files on the data
+    dir, for the node exporters (monitoring.enabled). Default false: the launch script
+    is what it was without monitoring."""
 
 
 def connection(preflight: Preflight, host: Host) -> command.remote.ConnectionArgs:
@@ -217,6 +221,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         delay_s=duration_seconds(recovery.restart_delay),
                         pattern=task_script,
                         node_rank=rank,
+                        metrics=args.restart_metrics,
                     ),
                 )
 

@@ -25,6 +25,7 @@ from typing import Any
 import pulumi
 from docker.errors import DockerException
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
+from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
@@ -136,17 +137,15 @@ class CodeSyncProvider(BoundaryProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Removes the run's code versions (the launch, which ran them, is gone)."""
         master = props["tasks"][0]
+        root = code_root(props["run_name"])
         try:
-            _exec(
-                props["host_endpoints"][master["node"]],
-                master,
-                f"rm -rf {code_root(props['run_name'])}",
-            )
-        except HostError:
-            pulumi.log.warn(
-                f"training code: no task to remove {code_root(props['run_name'])} from; "
-                "it stays on the data dir"
-            )
+            rc, out = _exec(props["host_endpoints"][master["node"]], master, f"rm -rf {root}")
+        except (HostError, DockerException, RequestsConnectionError) as e:
+            # A destroy goes on without the master's host (gone, unreachable, its task
+            # leaving): the code is files on the data dir, nothing runs them any more.
+            rc, out = -1, f"no task to remove it from ({' '.join(str(e).split())[:200]})"
+        if rc != 0:
+            pulumi.log.warn(f"training code: {root} stays on the data dir: {out}")
 
 
 class CodeSync(Resource):

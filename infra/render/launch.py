@@ -16,6 +16,7 @@ from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
 from infra.render.run import (
     launcher_log,
     log_dir,
+    restart_metrics_file,
     stop_marker,
     supervisor_path,
     supervisor_script,
@@ -33,6 +34,8 @@ class Supervision:
     pattern: str
     node_rank: int | None = None
     """The node this launcher runs for (SSH-less launches: one supervisor file each)."""
+    metrics: bool = False
+    """Keep the restart counts as a Prometheus text file (infra/render/run.py)."""
 
 
 class RosterEntry(TypedDict):
@@ -262,6 +265,12 @@ def launch_script(
             max_restarts=supervision.max_restarts,
             delay_s=supervision.delay_s,
             pattern=supervision.pattern,
+            metrics_file=(
+                restart_metrics_file(run_name, supervision.node_rank)
+                if supervision.metrics
+                else None
+            ),
+            supervisor="master" if supervision.node_rank is None else str(supervision.node_rank),
         )
         files.append((sup, body))
         inner = f"exec sh {sup}"

@@ -22,10 +22,13 @@ import yaml
 
 from infra.config import duration_seconds
 from infra.layout import MASTER_SERVICE, WORKER_SERVICE
+from infra.render.run import BUDGET_METRIC, METRICS_SUBDIR, RESTARTS_METRIC
 from infra.render.sections import MonitoringSource
 
 PROMETHEUS_SERVICE = "ds-prometheus"
 NODE_EXPORTER_SERVICE = "ds-node-exporter"
+# What DssRunRestarted looks back over.
+RESTART_WINDOW = "15m"
 # Jobs, as alert rules and dashboards select them.
 TRAIN_JOB, NODE_JOB, PROMETHEUS_JOB = "dss-train", "dss-node", "prometheus"
 # Inside the monitoring containers (monitoring/Dockerfile).
@@ -183,7 +186,8 @@ def slow_expr(window: str, factor: float) -> str:
 
 def alert_rules(cfg: MonitoringSource) -> str:
     """The alert rules file: stalled rank, slow rank, GPU memory, overdue checkpoint,
-    target down. Windows are counted in scrape intervals (monitoring.alerts)."""
+    automatic restarts and a spent restart budget (the supervisors' text files), target
+    down. Windows are counted in scrape intervals (monitoring.alerts)."""
     mon, a = cfg.monitoring, cfg.monitoring.alerts
     scrape = mon.scrape_seconds
     window = seconds(mon.stall_window_seconds)
@@ -259,6 +263,37 @@ def alert_rules(cfg: MonitoringSource) -> str:
             },
         },
         {
+            "alert": "DssRunRestarted",
+            # Every node exporter reads the same shared files: one series per supervisor.
+            "expr": (
+                f"max by (run, supervisor) (increase({RESTARTS_METRIC}[{RESTART_WINDOW}])) > 0\n"
+            ),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Run {{ $labels.run }} restarted by its supervisor",
+                "description": (
+                    "The launcher (supervisor {{ $labels.supervisor }}) exited with an error "
+                    "and was restarted from the newest complete checkpoint, about "
+                    f'{{{{ printf "%.0f" $value }}}} time(s) in {RESTART_WINDOW}; the steps since '
+                    "that checkpoint were redone. /data/logs/{{ $labels.run }}/launcher.log "
+                    "says why."
+                ),
+            },
+        },
+        {
+            "alert": "DssRestartBudgetSpent",
+            "expr": f"max by (run, supervisor) ({BUDGET_METRIC}) == 1\n",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "Run {{ $labels.run }}: restart budget spent, training stopped",
+                "description": (
+                    "The supervisor gave up after training.recovery.max_restarts restarts: "
+                    "no rank trains. `pulumi preview --refresh` shows the run failed; "
+                    "`pulumi up` relaunches it from the newest complete checkpoint."
+                ),
+            },
+        },
+        {
             "alert": "DssTargetDown",
             "expr": (
                 f'up{{job!="{TRAIN_JOB}"}} == 0\nor\n(\n'
@@ -293,7 +328,10 @@ def prometheus_args(cfg: MonitoringSource) -> list[str]:
 
 
 def node_exporter_args(cfg: MonitoringSource) -> list[str]:
-    """The node exporter's command line: the host's /proc, /sys and / under HOST_ROOT."""
+    """The node exporter's command line: the host's /proc, /sys and / under HOST_ROOT;
+    its textfile collector reads the supervisors' restart counts on the data dir (as
+    the host sees it), which every host shares."""
+    textfiles = f"{HOST_ROOT}/root{cfg.training.data_dir.rstrip('/')}/{METRICS_SUBDIR}"
     return [
         "/usr/bin/prometheus-node-exporter",
         f"--web.listen-address=:{cfg.monitoring.node_exporter_port}",
@@ -305,6 +343,7 @@ def node_exporter_args(cfg: MonitoringSource) -> list[str]:
         "--collector.filesystem.mount-points-exclude=^/(dev|proc|run|sys|var/lib/docker)($|/)",
         # Debian enables it; there is no D-Bus in the container.
         "--no-collector.systemd",
+        f"--collector.textfile.directory={textfiles}",
     ]
 
 

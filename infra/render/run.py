@@ -26,6 +26,36 @@ RESTARTS_FILE = "restarts.jsonl"
 BUDGET_SPENT = "budget_spent"
 
 
+METRICS_SUBDIR = ".dss/metrics"
+"""Under the data dir: the supervisors' restart counts as Prometheus text files, read by
+the node exporters' textfile collector (monitoring.enabled)."""
+RESTARTS_METRIC = "dss_run_restarts_total"
+BUDGET_METRIC = "dss_run_restart_budget_spent"
+
+
+def restart_metrics_file(run_name: str, node_rank: int | None = None) -> str:
+    """In the task: the file a launch's supervisor keeps its counts in (one per
+    supervisor: the textfile collector refuses one series in two files)."""
+    suffix = "" if node_rank is None else f".{node_rank}"
+    return f"{DATA_MOUNT}/{METRICS_SUBDIR}/{run_name}{suffix}.prom"
+
+
+def restart_metrics_text(run_name: str, supervisor: str) -> str:
+    """The file's text as a printf format: `%s` the restarts, then 1 if the budget is
+    spent (else 0). `supervisor`: `master`, or the node rank of an SSH-less launch."""
+    labels = f'run="{run_name}",supervisor="{supervisor}"'
+    return (
+        f"# HELP {RESTARTS_METRIC} Automatic restarts of the launcher by the run "
+        "supervisor (since this launch).\\n"
+        f"# TYPE {RESTARTS_METRIC} counter\\n"
+        f"{RESTARTS_METRIC}{{{labels}}} %s\\n"
+        f"# HELP {BUDGET_METRIC} 1 once the supervisor gave up: "
+        "training.recovery.max_restarts spent.\\n"
+        f"# TYPE {BUDGET_METRIC} gauge\\n"
+        f"{BUDGET_METRIC}{{{labels}}} %s\\n"
+    )
+
+
 def supervisor_prefix(run_name: str) -> str:
     """What every supervisor file of the run starts with (its command line, to pgrep)."""
     return f"{LAUNCH_DIR}/{run_name}/supervise"
@@ -58,6 +88,8 @@ def supervisor_script(
     max_restarts: int,
     delay_s: int,
     pattern: str,
+    metrics_file: str | None = None,
+    supervisor: str = "master",
 ) -> str:
     """The supervisor: runs the launcher `cmd`; when it exits non-zero and no stop was
     asked for, records the restart, kills the ranks left on this node (a rank blocked on
@@ -65,16 +97,31 @@ def supervisor_script(
     script resumes from the newest complete checkpoint. After `max_restarts` it records
     that the budget is spent and exits with the launcher's code (the run is then failed,
     which refresh reports and `pulumi up` relaunches). Exit 0 (the last step done, or a
-    stop) ends it."""
+    stop) ends it.
+
+    `metrics_file`: it also keeps its counts there as Prometheus text (at its start,
+    each restart and a spent budget; replaced, never rewritten in place, so the node
+    exporter never reads half a file). Without it the script is what it always was: a
+    stack without monitoring keeps its launch."""
     log = launcher_log(run_name)
     restarts = f"{log_dir(run_name)}/{RESTARTS_FILE}"
     stop = stop_marker(run_name)
     q = shlex.quote
+    metrics, count, spent = "", "", ""
+    if metrics_file is not None:
+        text = restart_metrics_text(run_name, supervisor)
+        metrics = (
+            f"metrics() {{\n  mkdir -p {q(metrics_file.rsplit('/', 1)[0])} && "
+            f'printf \'{text}\' "$1" "$2" >{q(metrics_file + ".new")} && '
+            f"mv {q(metrics_file + '.new')} {q(metrics_file)}\n}}\nmetrics 0 0\n"
+        )
+        count = '  metrics "$restarts" 0\n'
+        spent = '    metrics "$restarts" 1\n'
     return f"""# deepspeed-swarm: the supervisor of run {run_name} (infra/render/run.py)
 set -u
 mkdir -p {q(log_dir(run_name))}
 cd {q(workdir)}
-restarts=0
+{metrics}restarts=0
 while :; do
   rc=0
   {cmd} >>{q(log)} 2>&1 || rc=$?
@@ -83,12 +130,12 @@ while :; do
     echo "supervisor: the launcher exited $rc; restart budget ({max_restarts}) spent" >>{q(log)}
     printf '{{"event":"{BUDGET_SPENT}","exit_code":%s,"time":%s}}\\n' "$rc" "$(date +%s)" \\
       >>{q(restarts)}
-    exit "$rc"
+{spent}    exit "$rc"
   fi
   restarts=$((restarts + 1))
   printf '{{"event":"restart","restart":%s,"exit_code":%s,"time":%s}}\\n' \\
     "$restarts" "$rc" "$(date +%s)" >>{q(restarts)}
-  echo "supervisor: the launcher exited $rc; restart $restarts of {max_restarts}\
+{count}  echo "supervisor: the launcher exited $rc; restart $restarts of {max_restarts}\
  in {delay_s}s, from the newest complete checkpoint" >>{q(log)}
   pkill -KILL -f {q(pattern)} 2>/dev/null || true
   sleep {delay_s}

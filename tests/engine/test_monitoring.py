@@ -1,8 +1,10 @@
 """Monitoring with the real engine on the lab (issue 12): the dev stack with
 `monitoring.enabled`, short scrape and alert windows. Tests run in file order against
 one deployed stack: every target up, one loss series per rank, a no-op stays a no-op,
-and a rank whose process is stopped (SIGSTOP inside its task, the task itself left
-alone) fires DssRankStalled for that rank only, within the stall window."""
+a rank whose process is stopped (SIGSTOP inside its task, the task itself left
+alone) fires DssRankStalled for that rank only, within the stall window, and a rank
+killed is restarted by the supervisor, counted in dss_run_restarts_total and alerted
+as DssRunRestarted."""
 
 from __future__ import annotations
 
@@ -209,3 +211,47 @@ def test_stopped_rank_fires_stalled_alert(prom: str, lab: dict[str, Any]) -> Non
         assert container.status == "running", "the worker task itself must keep running"
     finally:
         container.exec_run(["kill", "-CONT", pid], user="1000")
+
+
+def restarts_seen(prom: str) -> float | None:
+    """The run's supervisor restarts as Prometheus has them (every node exporter serves
+    the shared file: the largest), None before the first scrape of it."""
+    got = query(prom, f'max by (run) (dss_run_restarts_total{{run="{RUN}"}})')
+    return float(got[0]["value"][1]) if got else None
+
+
+def test_supervisor_restart_is_a_metric_and_an_alert(prom: str) -> None:
+    """A rank killed (SIGKILL) is restarted by the supervisor, which counts it in its
+    text file: Prometheus has dss_run_restarts_total one higher and DssRunRestarted
+    fires for the run."""
+    before = wait_for_prom("the supervisor's restart count", lambda: restarts_seen(prom), 120)
+    worker = client(2).containers.list(filters={"label": "com.docker.swarm.service.name=ds-worker"})
+    assert len(worker) == 1, f"lab-h2: worker tasks {[c.name for c in worker]}"
+    pid = wait_for("a rank process in the worker", lambda: _rank_or_none(worker[0]), 300)
+    done = worker[0].exec_run(["kill", "-KILL", pid], user="1000")
+    assert done.exit_code == 0, f"kill -KILL {pid}: {done.output!r}"
+    after = wait_for_prom(
+        "one more restart counted",
+        lambda: n if (n := restarts_seen(prom) or 0.0) > before else None,
+        120,
+        interval=2,
+    )
+    assert after == before + 1, f"restarts {before} -> {after}"
+
+    def restarted() -> list[dict[str, Any]]:
+        return [
+            a
+            for a in api(prom, "alerts")["alerts"]
+            if a["labels"]["alertname"] == "DssRunRestarted" and a["state"] == "firing"
+        ]
+
+    alerts = wait_for_prom("DssRunRestarted firing", restarted, 60, interval=2)
+    assert [a["labels"]["run"] for a in alerts] == [RUN], alerts
+
+
+def _rank_or_none(container: Any) -> str | None:
+    """rank_pid, or None while the rank is not (yet) running again."""
+    try:
+        return rank_pid(container)
+    except AssertionError:
+        return None

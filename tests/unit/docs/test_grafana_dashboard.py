@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra.config import parse_stack_config
-from infra.render import prometheus
+from infra.render import prometheus, run
 from tests.unit.infra.samples import ROOT, stack_config
 
 pytestmark = pytest.mark.unit
@@ -50,7 +50,9 @@ def rank_metrics() -> set[str]:
 
 def known_metrics() -> set[str]:
     node = {x for x in NODE_EXPORTER.read_text().splitlines() if x and not x.startswith("#")}
-    return rank_metrics() | node | PROMETHEUS_OWN
+    # The supervisors' text files (infra/render/run.py), which the node exporters serve.
+    supervisors = {run.RESTARTS_METRIC, run.BUDGET_METRIC}
+    return rank_metrics() | node | PROMETHEUS_OWN | supervisors
 
 
 def metric_names(expr: str) -> set[str]:

@@ -186,6 +186,13 @@ def fired(rank: int, severity: str, annotations: dict[str, str], **labels: str) 
     return {"exp_labels": base, "exp_annotations": annotations}
 
 
+def restarts(metric: str, values: str, host: int) -> dict[str, str]:
+    """A supervisor's metric as lab host `host`'s node exporter serves it (every host
+    reads the same shared file)."""
+    labels = f'job="dss-node",instance="10.0.1.{host + 8}:9100",run="dev",supervisor="master"'
+    return {"series": f"{metric}{{{labels}}}", "values": values}
+
+
 def stalled_note(rank: int, last: int) -> dict[str, str]:
     return {
         "summary": f"Training rank stalled: run dev rank {rank} node lab-h{rank + 1}",
@@ -360,6 +367,55 @@ CASES: dict[str, tuple[str, str, list[dict[str, str]], list[dict[str, Any]]]] = 
                 },
             },
         ],
+    ),
+    "run-restarted-fires": (
+        "DssRunRestarted",
+        "3m",
+        [restarts("dss_run_restarts_total", "0x4 1x16", host) for host in (1, 2)],
+        [
+            {
+                "exp_labels": {"run": "dev", "supervisor": "master", "severity": "warning"},
+                "exp_annotations": {
+                    "summary": "Run dev restarted by its supervisor",
+                    "description": (
+                        "The launcher (supervisor master) exited with an error and was "
+                        "restarted from the newest complete checkpoint, about 1 time(s) in "
+                        "15m; the steps since that checkpoint were redone. "
+                        "/data/logs/dev/launcher.log says why."
+                    ),
+                },
+            }
+        ],
+    ),
+    "run-restarted-quiet-without-a-restart": (
+        "DssRunRestarted",
+        "3m",
+        [restarts("dss_run_restarts_total", "0x20", host) for host in (1, 2)],
+        [],
+    ),
+    "restart-budget-spent-fires": (
+        "DssRestartBudgetSpent",
+        "3m",
+        [restarts("dss_run_restart_budget_spent", "0x4 1x16", host) for host in (1, 2)],
+        [
+            {
+                "exp_labels": {"run": "dev", "supervisor": "master", "severity": "critical"},
+                "exp_annotations": {
+                    "summary": "Run dev: restart budget spent, training stopped",
+                    "description": (
+                        "The supervisor gave up after training.recovery.max_restarts "
+                        "restarts: no rank trains. `pulumi preview --refresh` shows the run "
+                        "failed; `pulumi up` relaunches it from the newest complete checkpoint."
+                    ),
+                },
+            }
+        ],
+    ),
+    "restart-budget-quiet-while-within-it": (
+        "DssRestartBudgetSpent",
+        "3m",
+        [restarts("dss_run_restart_budget_spent", "0x20", host) for host in (1, 2)],
+        [],
     ),
     "target-down-quiet-when-the-run-ended": (
         "DssTargetDown",

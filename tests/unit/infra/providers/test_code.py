@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from docker.errors import NotFound
+from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from infra.providers import code
 from infra.providers.hostops import HostError
@@ -96,3 +97,47 @@ def test_code_edited_after_the_preview_is_refused(tmp_path: Any) -> None:
     (tmp_path / "train.py").write_text("print('edited after preview')\n")
     with pytest.raises(Exception, match=r"changed after the preview .* planned 0123456789ab"):
         code.CodeSyncProvider().create({**PROPS, "source": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("outcome", "said"),
+    [
+        (HostError("no running task of ds-master on h1"), "no task to remove it from"),
+        (NotFound("container gone"), "no task to remove it from (container gone)"),
+        (RequestsConnectionError("refused"), "no task to remove it from (refused)"),
+        ((1, "rm: cannot remove"), "rm: cannot remove"),
+    ],
+)
+def test_delete_goes_on_without_the_master_and_warns(
+    monkeypatch: pytest.MonkeyPatch, outcome: Any, said: str
+) -> None:
+    """A destroy whose master task is gone, unreachable or cannot remove the code warns,
+    naming the directory left behind, and does not fail."""
+    warned: list[str] = []
+
+    def run(_e: Any, _task: Any, _s: str) -> Any:
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(code, "_exec", run)
+    monkeypatch.setattr("infra.providers.code.pulumi.log.warn", warned.append)
+    code.CodeSyncProvider().delete("code-r", dict(PROPS))
+    assert len(warned) == 1 and "/data/code/r stays on the data dir" in warned[0]
+    assert said in warned[0]
+
+
+def test_delete_removes_the_run_code_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A removal that works says nothing."""
+    ran: list[str] = []
+
+    def run(_e: Any, _task: Any, script: str) -> tuple[int, str]:
+        ran.append(script)
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", run)
+    monkeypatch.setattr(
+        "infra.providers.code.pulumi.log.warn", lambda m: pytest.fail(f"warned: {m}")
+    )
+    code.CodeSyncProvider().delete("code-r", dict(PROPS))
+    assert ran == ["rm -rf /data/code/r"]

@@ -151,3 +151,27 @@ def test_probe_finds_processes_through_its_environment_only() -> None:
     assert "train.py" not in text and "supervise" not in text
     assert f'"${run.PROBE_ENV_PATTERN}"' in text and f'"${run.PROBE_ENV_SUPERVISOR}"' in text
     assert run.probe_env("myrun", "/opt/dss/train.py")[run.PROBE_ENV_PATTERN] == "/opt/dss/train.py"
+
+
+def test_supervisor_keeps_its_counts_as_prometheus_text(tmp_path: Path) -> None:
+    """With a metrics file the supervisor writes 0 at its start, each restart's count and
+    the spent budget, as the node exporter's textfile collector reads them."""
+    metrics = run.restart_metrics_file("r", 1)
+    cmd = "sh -c 'exit 3'"
+    script = run.supervisor_script(cmd=cmd, run_name="r", workdir="/opt/dss", max_restarts=2,
+                                   delay_s=0, pattern="no-such-process-pattern",
+                                   metrics_file=metrics, supervisor="1")  # fmt: skip
+    assert _sh(_local(script, tmp_path), tmp_path).returncode == 3
+    text = Path(_local(metrics, tmp_path)).read_text()
+    assert 'dss_run_restarts_total{run="r",supervisor="1"} 2\n' in text
+    assert 'dss_run_restart_budget_spent{run="r",supervisor="1"} 1\n' in text
+    assert "# TYPE dss_run_restarts_total counter\n" in text
+    assert not Path(_local(metrics, tmp_path) + ".new").exists()
+
+
+def test_supervisor_without_metrics_is_unchanged() -> None:
+    """Without a metrics file (no monitoring) the script has no trace of them: the launch
+    of a stack without monitoring stays as it was deployed."""
+    script = run.supervisor_script(cmd="true", run_name="r", workdir="/opt/dss", max_restarts=2,
+                                   delay_s=0, pattern="p")  # fmt: skip
+    assert "metrics" not in script and ".prom" not in script
