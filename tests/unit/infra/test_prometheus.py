@@ -193,6 +193,14 @@ def restarts(metric: str, values: str, host: int) -> dict[str, str]:
     return {"series": f"{metric}{{{labels}}}", "values": values}
 
 
+def supervisor_alert(severity: str, summary: str, description: str) -> dict[str, Any]:
+    """An alert expected on run dev's master supervisor."""
+    return {
+        "exp_labels": {"run": "dev", "supervisor": "master", "severity": severity},
+        "exp_annotations": {"summary": summary, "description": description},
+    }
+
+
 def stalled_note(rank: int, last: int) -> dict[str, str]:
     return {
         "summary": f"Training rank stalled: run dev rank {rank} node lab-h{rank + 1}",
@@ -373,18 +381,13 @@ CASES: dict[str, tuple[str, str, list[dict[str, str]], list[dict[str, Any]]]] = 
         "3m",
         [restarts("dss_run_restarts_total", "0x4 1x16", host) for host in (1, 2)],
         [
-            {
-                "exp_labels": {"run": "dev", "supervisor": "master", "severity": "warning"},
-                "exp_annotations": {
-                    "summary": "Run dev restarted by its supervisor",
-                    "description": (
-                        "The launcher (supervisor master) exited with an error and was "
-                        "restarted from the newest complete checkpoint, about 1 time(s) in "
-                        "15m; the steps since that checkpoint were redone. "
-                        "/data/logs/dev/launcher.log says why."
-                    ),
-                },
-            }
+            supervisor_alert(
+                "warning",
+                "Run dev restarted by its supervisor",
+                "The launcher (supervisor master) exited with an error and was restarted "
+                "from the newest complete checkpoint, about 1 time(s) in 15m; the steps "
+                "since that checkpoint were redone. /data/logs/dev/launcher.log says why.",
+            )
         ],
     ),
     "run-restarted-quiet-without-a-restart": (
@@ -398,17 +401,13 @@ CASES: dict[str, tuple[str, str, list[dict[str, str]], list[dict[str, Any]]]] = 
         "3m",
         [restarts("dss_run_restart_budget_spent", "0x4 1x16", host) for host in (1, 2)],
         [
-            {
-                "exp_labels": {"run": "dev", "supervisor": "master", "severity": "critical"},
-                "exp_annotations": {
-                    "summary": "Run dev: restart budget spent, training stopped",
-                    "description": (
-                        "The supervisor gave up after training.recovery.max_restarts "
-                        "restarts: no rank trains. `pulumi preview --refresh` shows the run "
-                        "failed; `pulumi up` relaunches it from the newest complete checkpoint."
-                    ),
-                },
-            }
+            supervisor_alert(
+                "critical",
+                "Run dev: restart budget spent, training stopped",
+                "The supervisor gave up after training.recovery.max_restarts restarts: no "
+                "rank trains. `pulumi preview --refresh` shows the run failed; `pulumi up` "
+                "relaunches it from the newest complete checkpoint.",
+            )
         ],
     ),
     "restart-budget-quiet-while-within-it": (
