@@ -53,6 +53,9 @@ CHECKPOINT_EVERY = 10
 CHECKPOINTS = shared("checkpoints", RUN)
 RESTARTS = Impact.RESTARTS.label
 LAUNCH, ROSTER = "test-lab8-launch-run", "test-lab8-launch-roster"
+GATE, RUN_STATE = "test-lab8-launch-gate-allreduce", "test-lab8-launch-run-state"
+"""Changed with new tasks (the gate measures them) or a relaunch (the run's record):
+neither touches training."""
 MOVED_HOST = "lab-h8"
 """The host the planned changes drain, remove and add back (a worker, not a manager)."""
 
@@ -309,8 +312,9 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
         )
         moved_after = time.monotonic() - t_loss
         p = stack.plan()
-        assert set(p) == {ROSTER, LAUNCH}, f"after the loss the preview wants {p}"
+        assert set(p) == {ROSTER, GATE, LAUNCH, RUN_STATE}, f"after the loss the preview wants {p}"
         assert p[LAUNCH] == ("replace", RESTARTS), p
+        assert [n for n, (_, impact) in p.items() if impact == RESTARTS] == [LAUNCH], p
         stack.pulumi("up", "--yes", "--skip-preview")
         nodes = [e["node"] for e in stack.outputs()["rankMap"]]
         assert SPARE in nodes and lost not in nodes, f"rank map after the loss: {nodes}"
@@ -345,8 +349,9 @@ def test_ds_config_change_replaces_only_the_launch(stack: Stack, report: dict[st
     )
     p = stack.plan()
     assert p.get(LAUNCH) == ("replace", RESTARTS), p
-    others = [n for n in p if n not in (LAUNCH, ROSTER)]
+    others = [n for n in p if n not in (LAUNCH, ROSTER, RUN_STATE)]
     assert not others, f"a ds_config change also changes {others}"
+    assert [n for n, (_, impact) in p.items() if impact == RESTARTS] == [LAUNCH], p
     versions = service_versions()
     offset = log_size()
     stack.pulumi("up", "--yes", "--skip-preview")
@@ -637,29 +642,31 @@ def test_secrets_appear_nowhere(stack: Stack, report: dict[str, str]) -> None:
     report["command"] = "grep <value> in each; docker save <image>"
 
 
-SLOW_HOST = 5
-"""The lab host whose link the gate test shapes (a worker)."""
-
-
 def test_gate_refuses_a_slow_host_on_eight_hosts(stack: Stack, report: dict[str, str]) -> None:
-    """With lab-h5's link at 40 Mbit/s and the training tasks re-created, `up --refresh`
-    measures the gate again and refuses naming lab-h5 and its remedy; nothing launched."""
-    qdisc = shape_link(SLOW_HOST, "40mbit")
+    """With a worker host's link at 40 Mbit/s and the training tasks re-created, `up
+    --refresh` measures the gate again and refuses naming that host and its remedy;
+    nothing launched."""
+    # A host with a training task now (the earlier checks moved tasks), not a manager.
+    slow_host = max(host_index(e["node"]) for e in stack.outputs()["rankMap"])
+    qdisc = shape_link(slow_host, "40mbit")
     try:
         # New tasks (as after hosts rebooted): the roster changes, so the gate measures.
+        # Not detached: every old task (and the run in it) is gone before the `up`.
         for service in ("ds-master", "ds-worker"):
-            docker(1, "service", "update", "--force", "--detach", service)
+            docker(1, "service", "update", "--force", "--quiet", service, timeout=900)
         t0 = time.monotonic()
         res = stack.pulumi("up", "--refresh", "--yes", "--skip-preview", check=False)
         took = time.monotonic() - t0
     finally:
-        unshape_link(SLOW_HOST)
+        unshape_link(slow_host)
     out = res.stdout + res.stderr
-    slow = f"lab-h{SLOW_HOST}"
+    slow = f"lab-h{slow_host}"
     print("\n".join(ln for ln in out.splitlines() if "gate" in ln or "pair" in ln or "slow" in ln))
-    assert res.returncode != 0, out[-3000:]
+    assert res.returncode != 0, f"the gate did not refuse: {stack.outputs().get('gate')}"
     assert f"slow host(s): {slow} (every pair of theirs was slow)" in out, out[-3000:]
-    assert f"remedy for {slow}: set hosts[{SLOW_HOST - 1}].availability: drain" in out
+    hosts = yaml.safe_load(stack.config_file.read_text())["config"]["deepspeed-swarm:hosts"]
+    index = [h["name"] for h in hosts].index(slow)
+    assert f"remedy for {slow}: set hosts[{index}].availability: drain" in out
     m = re.search(r"the gate took ([\d.]+) s", out)
     assert m, out[-3000:]
     pairs = re.findall(r"pair (lab-h\d) <-> (lab-h\d): ([\d.]+) MB/s", out)

@@ -224,7 +224,12 @@ def test_supervisor_restart_is_a_metric_and_an_alert(prom: str) -> None:
     """A rank killed (SIGKILL) is restarted by the supervisor, which counts it in its
     text file: Prometheus has dss_run_restarts_total one higher and DssRunRestarted
     fires for the run."""
-    before = wait_for_prom("the supervisor's restart count", lambda: restarts_seen(prom), 120)
+    # In a tuple: a count of 0 is an answer (wait_for waits while the check is falsy).
+    (before,) = wait_for_prom(
+        "the supervisor's restart count",
+        lambda: None if (n := restarts_seen(prom)) is None else (n,),
+        120,
+    )
     worker = client(2).containers.list(filters={"label": "com.docker.swarm.service.name=ds-worker"})
     assert len(worker) == 1, f"lab-h2: worker tasks {[c.name for c in worker]}"
     pid = wait_for("a rank process in the worker", lambda: _rank_or_none(worker[0]), 300)
