@@ -175,3 +175,11 @@ def test_supervisor_without_metrics_is_unchanged() -> None:
     script = run.supervisor_script(cmd="true", run_name="r", workdir="/opt/dss", max_restarts=2,
                                    delay_s=0, pattern="p")  # fmt: skip
     assert "metrics" not in script and ".prom" not in script
+
+
+def test_monitoring_doc_documents_the_restart_metrics() -> None:
+    """docs/monitoring.md "Restart metrics" lists exactly the supervisors' metrics."""
+    doc = (Path(__file__).resolve().parents[4] / "docs" / "monitoring.md").read_text()
+    section = doc.split("\n## Restart metrics\n", 1)[1].split("\n## ", 1)[0]
+    documented = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `dss_")}
+    assert documented == {run.RESTARTS_METRIC, run.BUDGET_METRIC}

@@ -8,7 +8,9 @@ scripts are the program's. Then DeepSpeed really trains across two lab hosts
 and a SIGTERM leaves a complete checkpoint.
 
 What this does not cover is the engine itself (plan, state, refresh): see
-tests/engine, which needs the Pulumi toolchain.
+tests/engine, which needs the Pulumi toolchain and covers the same path through it
+(test_stack, test_run). So this lives in scripts/acceptance, not in CI's test command
+(it took 2 min there, and CI is kept under an hour).
 """
 
 from __future__ import annotations
@@ -58,9 +60,12 @@ from infra.render.launch import (
     stop_script,
 )
 from lab import config as c
-from tests.lab.conftest import Lab, outs
+from tests.lab.conftest import Lab, bare_lab, outs
 
-pytestmark = [pytest.mark.lab, pytest.mark.image]
+__all__ = ["bare_lab"]
+"""The lab suite's fixture, found by pytest by name."""
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.lab, pytest.mark.image]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = f"{c.REGISTRY_ADDR}/deepspeed-swarm/train:lab-e2e"
