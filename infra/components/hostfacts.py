@@ -19,7 +19,7 @@ from infra.config import Host, Network, Preflight
 from infra.providers.fabric import RDMA_MTU
 from infra.providers.health import HEALTH_KEYS
 from infra.providers.hostfacts import HostFactsResource
-from infra.providers.nic import nic_healthy
+from infra.providers.nic import nic_expected
 from infra.render.remedy import drain_remedies
 
 
@@ -68,7 +68,7 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
     if host.availability == "active":
         # The NIC's health (infra/providers/nic.py), only the limits the stack sets: a
         # stack without them keeps the inputs it was deployed with.
-        exp |= {k: v for k, v in nic_healthy().items() if k in nic_keys(cfg)}
+        exp |= nic_expected(nic_limits(cfg))
     if host.rdma_interface:
         # The fabric (infra/providers/fabric.py): only on hosts that declare a device,
         # so every other host keeps the inputs it was deployed with.
@@ -88,21 +88,22 @@ def checks_health(cfg: FactsSource, host: Host) -> bool:
     return bool(host.gpus.count) and cfg.preflight.gpu_health
 
 
-def nic_keys(cfg: FactsSource) -> set[str]:
-    """The NIC facts the stack's limits ask for (infra/providers/nic.py NIC_KEYS)."""
-    limits = cfg.preflight.nic
-    keys = {"nic_speed_meets_minimum"} if limits.min_speed_Mbps is not None else set()
-    return keys | ({"nic_link_errors"} if limits.max_errors is not None else set())
+def nic_limits(cfg: FactsSource) -> dict[str, Any]:
+    """preflight.nic's limits that are set (none: the NIC is not checked)."""
+    return cfg.preflight.nic.model_dump(exclude_none=True)
 
 
 def health_props(cfg: FactsSource, host: Host, remedy: str) -> dict[str, Any]:
-    """The health checks' inputs (none where neither is on): GPU health on a GPU host,
-    the NIC's limits where the stack sets any, and the remedy their refusals name."""
-    props: dict[str, Any] = {"gpu_health": True} if checks_health(cfg, host) else {}
-    if checks_health(cfg, host) and cfg.preflight.dcgm_diag_level is not None:
-        props["dcgm_level"] = cfg.preflight.dcgm_diag_level
-    if nic_keys(cfg):
-        props["nic_health"] = cfg.preflight.nic.model_dump(exclude_none=True)
+    """The health checks' inputs (none where neither is on): GPU health (and DCGM's
+    level) on a GPU host, the NIC's limits where the stack sets any, and the remedy
+    their refusals name."""
+    props: dict[str, Any] = {}
+    if checks_health(cfg, host):
+        props["gpu_health"] = True
+        if cfg.preflight.dcgm_diag_level is not None:
+            props["dcgm_level"] = cfg.preflight.dcgm_diag_level
+    if limits := nic_limits(cfg):
+        props["nic_health"] = limits
     return {**props, "remedy": remedy} if props else {}
 
 

@@ -43,9 +43,15 @@ NIC_KEYS = ("nic_speed_meets_minimum", "nic_link_errors")
 COUNTERS = ("rx_errors", "rx_crc_errors", "tx_errors", "carrier_changes")
 
 
-def nic_healthy() -> dict[str, Any]:
-    """What a healthy NIC's facts are (the `expected` values), a new dict each call."""
-    return {"nic_speed_meets_minimum": True, "nic_link_errors": {}}
+def nic_expected(limits: dict[str, Any]) -> dict[str, Any]:
+    """What a healthy NIC's facts are for the limits set (the `expected` values, in the
+    shape seen_nic reports): none without limits."""
+    exp: dict[str, Any] = {}
+    if limits.get("min_speed_Mbps") is not None:
+        exp["nic_speed_meets_minimum"] = True
+    if limits.get("max_errors") is not None:
+        exp["nic_link_errors"] = {}
+    return exp
 
 
 def parse_nic(text: str) -> dict[str, Any]:

@@ -106,3 +106,12 @@ def test_problem_names_host_nic_figures_and_remedy() -> None:
 def test_baseline_is_this_boot_and_the_counters_now() -> None:
     """After a check the baseline holds the boot id and every counter."""
     assert nic.nic_baseline_of(nic.parse_nic(TEXT)) == BASE
+
+
+@pytest.mark.parametrize(
+    "limits", [{}, {"min_speed_Mbps": 1}, {"max_errors": 0}, {"min_speed_Mbps": 1, "max_errors": 0}]
+)
+def test_expected_names_the_facts_seen_for_the_same_limits(limits: dict[str, int]) -> None:
+    """The expected facts and the seen ones have the same keys; healthy, the same values."""
+    seen = nic.seen_nic(nic.parse_nic(TEXT), limits, BASE)
+    assert nic.nic_expected(limits) == seen
