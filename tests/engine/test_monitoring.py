@@ -94,6 +94,15 @@ def wait_for_prom(
     return wait_for(what, check, timeout, interval, ignore=(OSError,))
 
 
+def firing(base: str, alertname: str = "") -> list[dict[str, Any]]:
+    """The alerts firing now (only those named `alertname`, when given)."""
+    return [
+        a
+        for a in api(base, "alerts")["alerts"]
+        if a["state"] == "firing" and alertname in ("", a["labels"]["alertname"])
+    ]
+
+
 def targets_by_job(base: str) -> dict[str, list[str]]:
     """job -> health of each active target."""
     out: dict[str, list[str]] = {}
@@ -164,19 +173,26 @@ def test_no_alert_while_training_runs(prom: str) -> None:
         lambda: len(query(prom, f'changes(dss_train_step{{run="{RUN}"}}[{WINDOW_S}s]) > 0')) == 2,
         300,
     )
-    firing = [a for a in api(prom, "alerts")["alerts"] if a["state"] == "firing"]
-    assert not firing, f"alerts firing on a healthy run: {firing}"
+    fired = firing(prom)
+    assert not fired, f"alerts firing on a healthy run: {fired}"
 
 
-def rank_pid(container: Any) -> str:
-    """The pid (in the task) of the rank process the deepspeed launcher started there:
-    `python -u train.py --local_rank=0 ...`, not the launcher itself."""
+def rank_pids(container: Any) -> tuple[list[str], str]:
+    """The pids (in the task) of the rank processes the deepspeed launcher started
+    there (`python -u train.py --local_rank=0 ...`, not the launcher itself), and the
+    `ps` text they come from."""
     out = exec_text(container, ["ps", "-eo", "pid=,args="], user="1000")
     ranks = [
         line.split(None, 1)[0]
         for line in out.splitlines()
         if "train.py" in line and "--local_rank=" in line and "deepspeed.launcher" not in line
     ]
+    return ranks, out
+
+
+def rank_pid(container: Any) -> str:
+    """The pid of the task's one rank process."""
+    ranks, out = rank_pids(container)
     assert len(ranks) == 1, f"expected one rank process in {container.name}:\n{out}"
     return ranks[0]
 
@@ -192,15 +208,12 @@ def test_stopped_rank_fires_stalled_alert(prom: str, lab: dict[str, Any]) -> Non
     stopped = time.monotonic()
     assert done.exit_code == 0, f"kill -STOP {pid} in {container.name}: {done.output!r}"
     try:
-
-        def stalled() -> list[dict[str, Any]]:
-            return [
-                a
-                for a in api(prom, "alerts")["alerts"]
-                if a["labels"]["alertname"] == "DssRankStalled" and a["state"] == "firing"
-            ]
-
-        alerts = wait_for_prom("DssRankStalled firing", stalled, ALERT_WITHIN_S, interval=2)
+        alerts = wait_for_prom(
+            "DssRankStalled firing",
+            lambda: firing(prom, "DssRankStalled"),
+            ALERT_WITHIN_S,
+            interval=2,
+        )
         took = time.monotonic() - stopped
         assert [a["labels"]["rank"] for a in alerts] == ["1"], f"stalled alerts: {alerts}"
         assert alerts[0]["labels"]["node"] == "lab-h2", alerts
@@ -232,7 +245,11 @@ def test_supervisor_restart_is_a_metric_and_an_alert(prom: str) -> None:
     )
     worker = client(2).containers.list(filters={"label": "com.docker.swarm.service.name=ds-worker"})
     assert len(worker) == 1, f"lab-h2: worker tasks {[c.name for c in worker]}"
-    pid = wait_for("a rank process in the worker", lambda: _rank_or_none(worker[0]), 300)
+    pid = wait_for(
+        "one rank process in the worker",
+        lambda: ranks[0] if len(ranks := rank_pids(worker[0])[0]) == 1 else None,
+        300,
+    )
     done = worker[0].exec_run(["kill", "-KILL", pid], user="1000")
     assert done.exit_code == 0, f"kill -KILL {pid}: {done.output!r}"
     after = wait_for_prom(
@@ -243,20 +260,7 @@ def test_supervisor_restart_is_a_metric_and_an_alert(prom: str) -> None:
     )
     assert after == before + 1, f"restarts {before} -> {after}"
 
-    def restarted() -> list[dict[str, Any]]:
-        return [
-            a
-            for a in api(prom, "alerts")["alerts"]
-            if a["labels"]["alertname"] == "DssRunRestarted" and a["state"] == "firing"
-        ]
-
-    alerts = wait_for_prom("DssRunRestarted firing", restarted, 60, interval=2)
+    alerts = wait_for_prom(
+        "DssRunRestarted firing", lambda: firing(prom, "DssRunRestarted"), 60, interval=2
+    )
     assert [a["labels"]["run"] for a in alerts] == [RUN], alerts
-
-
-def _rank_or_none(container: Any) -> str | None:
-    """rank_pid, or None while the rank is not (yet) running again."""
-    try:
-        return rank_pid(container)
-    except AssertionError:
-        return None
