@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shlex
 import shutil
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 from bench.engine_bench import SECRETS, bench_stack, lab
 from harness import ROOT
 from harness.configs import committed
-from harness.lab import logged_steps, run_log, service_versions
+from harness.lab import logged_steps, resumes_in, run_log, service_versions
 from harness.stack import Stack
 from harness.waits import wait_for
 
@@ -61,8 +60,8 @@ def first_new_step(offset: int, mark: str, timeout: float = 1200) -> int:
         text = run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
         if mark not in text:
             return None
-        m = re.search(r"resumed from \S+, next step (\d+)", text[text.index(mark) :])
-        return int(m.group(1)) if m else None
+        found = resumes_in(text[text.index(mark) :])
+        return found[0].next_step if found else None
 
     step = int(wait_for("the new code's resume", resumed, timeout, 0.5))
     wait_for(f"step {step} logged", lambda: step in logged_steps(RUN), timeout, 0.5)

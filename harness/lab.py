@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +196,32 @@ def logged_steps(run: str) -> list[int]:
     log = run_log(run, "metrics.jsonl")
     text = log.read_text() if log.exists() else ""
     return [json.loads(x)["step"] for x in text.splitlines() if x.strip()]
+
+
+# What rank 0 prints when it resumes (images/dss_train/main.py): the checkpoint's
+# folder (`<root>/step_<NNNNNNNN>`, images/dss_train/checkpoints.py) and the first step
+# it trains.
+_RESUME_LINE = re.compile(r"resumed from (\S+), next step (\d+)")
+_CHECKPOINT_STEP = re.compile(r"/step_(\d+)$")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """One resume rank 0 announced: the checkpoint it loaded and the next step."""
+
+    checkpoint: str
+    next_step: int
+
+    @property
+    def checkpoint_step(self) -> int | None:
+        """The step the checkpoint holds (None: a folder not named `step_<N>`)."""
+        m = _CHECKPOINT_STEP.search(self.checkpoint)
+        return int(m.group(1)) if m else None
+
+
+def resumes_in(text: str) -> list[Resume]:
+    """Every resume announced in a launcher log's text, in order."""
+    return [Resume(m.group(1), int(m.group(2))) for m in _RESUME_LINE.finditer(text)]
 
 
 def remove_network(api: docker_sdk.DockerClient, network: str, timeout: float = 90.0) -> None:

@@ -34,6 +34,7 @@ from harness.lab import (
     host_index,
     logged_steps,
     remove_network,
+    resumes_in,
     run_log,
     service_versions,
     shape_link,
@@ -110,8 +111,8 @@ def resumed_step(offset: int) -> int | None:
     """The checkpoint step a relaunch resumed from, from launcher.log after `offset`."""
     log = run_log(RUN, "launcher.log")
     text = log.read_bytes()[offset:].decode(errors="replace")
-    m = re.search(r"resumed from \S+/step_(\d+), next step", text)
-    return int(m.group(1)) if m else None
+    found = resumes_in(text)
+    return found[0].checkpoint_step if found else None
 
 
 def log_size() -> int:

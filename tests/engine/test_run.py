@@ -15,7 +15,6 @@ Times are printed (the README's acceptance table).
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -26,7 +25,15 @@ import pytest
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import client, exec_text, logged_steps, run_log, service_versions, shared
+from harness.lab import (
+    client,
+    exec_text,
+    logged_steps,
+    resumes_in,
+    run_log,
+    service_versions,
+    shared,
+)
 from harness.stack import Stack, restarting
 from harness.waits import wait_for
 from infra.layout import MASTER_SERVICE, WORKER_SERVICE
@@ -67,7 +74,7 @@ def resumes() -> list[int]:
     """The first step of every resume so far, as rank 0 announced it."""
     log = run_log(RUN, "launcher.log")
     text = log.read_text(errors="replace") if log.exists() else ""
-    return [int(n) for n in re.findall(r"resumed from \S+, next step (\d+)", text)]
+    return [r.next_step for r in resumes_in(text)]
 
 
 def resumed_after(before: int, t0: float, timeout: float = 300) -> tuple[int, float]:
