@@ -91,6 +91,15 @@ def test_training_runs_over_the_hosts_interface(deployed: Stack) -> None:
     assert (c.host_addr(2), c.host_addr(1)) in peers, peers
 
 
+def test_a_peer_address_is_named_without_dns(deployed: Stack) -> None:
+    """In the master's task the worker host's address resolves to its name from the
+    task's /etc/hosts: rank 0's reverse lookups never wait for a resolver the lab
+    hosts cannot reach (docs/dataplane.md, "Reverse DNS on the host network")."""
+    (ctr,) = training_containers(1)
+    out = docker(1, "exec", ctr, "getent", "hosts", c.host_addr(2), timeout=30)
+    assert out.split() == [c.host_addr(2), c.host_name(2)], out
+
+
 def ipv4(text: str) -> str:
     """An address as `ss` prints it (`10.0.0.1`, `[::ffff:10.0.0.1]`), as IPv4 text."""
     addr = ipaddress.ip_address(text.strip("[]"))
