@@ -26,7 +26,7 @@ from dss_train import checkpoints as ck
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import LAB_ROOT, client, exec_text, logged_steps, shared
+from harness.lab import LAB_ROOT, client, exec_text, logged_steps, run_log, shared
 from harness.stack import Stack
 from tests.engine.conftest import MakeStack
 
@@ -140,7 +140,17 @@ def converged(stack: Stack, lab: dict[str, Any], *up_args: str) -> None:
     while len(logged_steps(RUN)) <= before + 2 and time.monotonic() < deadline:
         time.sleep(3)
     assert len(logged_steps(RUN)) > before + 2, f"run {RUN} logs no new steps after the recovery"
-    assert launchers(lab) == 1, f"{launchers(lab)} launchers train run {RUN} (want exactly 1)"
+    count = launchers(lab)
+    assert count == 1, f"{count} launchers train run {RUN} (want exactly 1):\n{evidence()}"
+
+
+def evidence() -> str:
+    """The run's supervisor lines, restarts and the launcher log's end: why a count is off."""
+    log = run_log(RUN, "launcher.log")
+    restarts = run_log(RUN, "restarts.jsonl")
+    text = log.read_text(errors="replace") if log.exists() else "(no launcher.log)"
+    said = restarts.read_text() if restarts.exists() else "(no restarts.jsonl)"
+    return f"restarts.jsonl:\n{said}\nlauncher.log (end):\n{text[-4000:]}"
 
 
 def test_up_interrupted_at_each_point_converges(stack: Stack, lab: dict[str, Any]) -> None:
