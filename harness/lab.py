@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import ROOT
-from harness.waits import retry
+from harness.waits import retry, wait_for
 from infra.layout import TRAINING_SERVICES
 from lab import config as c
 
@@ -226,10 +226,29 @@ def resumes_in(text: str) -> list[Resume]:
 
 def remove_network(api: docker_sdk.DockerClient, network: str, timeout: float = 90.0) -> None:
     """Remove an overlay by hand once the tasks of removed services have left it
-    (Docker refuses to remove a network that still has endpoints)."""
-    from docker.errors import APIError
+    (Docker refuses to remove a network that still has endpoints), and return once this
+    daemon no longer shows it by its id. The removal is answered when the swarm forgets
+    the network, but the manager's own copy of it goes a moment later, and until then an
+    inspect by id (what the Docker provider's refresh reads) still finds it: a refresh
+    asked in between rightly reports the network present (seen in a full run)."""
+    from docker.errors import APIError, NotFound
 
-    retry(lambda: api.networks.get(network).remove(), timeout, on=(APIError,))
+    net_id = ident(api.networks.get(network))
+
+    def remove() -> None:
+        with contextlib.suppress(NotFound):  # an earlier try went through after all
+            api.networks.get(net_id).remove()
+
+    retry(remove, timeout, on=(APIError,))
+
+    def gone() -> bool:
+        try:
+            api.networks.get(net_id)
+        except NotFound:
+            return True
+        return False
+
+    wait_for(f"overlay {network} ({net_id[:12]}) gone from the daemon", gone, timeout)
 
 
 def exec_text(container: Container, argv: list[str], user: str = "") -> str:
