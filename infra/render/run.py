@@ -174,6 +174,7 @@ def probe_script(run_name: str) -> str:
 echo "now=$now"
 sup=$(pgrep -f "${PROBE_ENV_SUPERVISOR}" | head -n1 || true)
 echo "supervisor=${{sup:+1}}"
+[ -e {q(stop_marker(run_name))} ] && echo "stopping=1"
 age=0; n=0
 for p in $(pgrep -f "${PROBE_ENV_PATTERN}" || true); do
   e=$(ps -o etimes= -p "$p" 2>/dev/null | tr -d ' ')
@@ -210,6 +211,8 @@ class Probe:
     budget_spent: bool
     error: str
     checkpoint: str
+    stopping: bool = False
+    """The run's stop marker is set: a supervisor here restarts nothing and exits."""
 
 
 def _int(value: str) -> int:
@@ -244,6 +247,7 @@ def parse_probe(text: str) -> Probe:
         budget_spent=_int(kv.get("spent", "")) > 0,
         error=kv.get("error", ""),
         checkpoint=checkpoint if checkpoint.startswith("step_") else "",
+        stopping=kv.get("stopping") == "1",
     )
 
 
@@ -278,11 +282,15 @@ def verdict(master: Probe, others: list[Probe], target_steps: int, stall_after_s
     - processes anywhere, or a supervisor about to restart: running, unless no step was
       logged for `stall_after_s` since the later of the last step and the start of the
       oldest process (the model's build counts as progress): stalled;
+    - a supervisor between attempts while the stop marker is set is not alive: it
+      restarts nothing and exits at its next look. (A launch replaced while the old
+      supervisor waited to restart found it, kept it as the running run, and the run
+      died after `up` said running: seen on the 8-host lab after a drain.)
     - nothing left: finished when the last step is the target, else failed, with the
       launcher log's last failure line (or the spent budget) as the reason.
     """
     probes = [master, *others]
-    alive = any(p.procs or p.supervisor for p in probes)
+    alive = any(p.procs or (p.supervisor and not p.stopping) for p in probes)
     step = master.last_step
     ckpt = master.checkpoint or None
     if alive:

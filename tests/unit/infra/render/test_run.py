@@ -51,6 +51,18 @@ def test_supervisor_between_attempts_is_running() -> None:
     assert verdict(probe(procs=0, last_step_time=NOW - 900), [], 1000, 60).state == "running"
 
 
+def test_supervisor_between_attempts_after_a_stop_is_failed() -> None:
+    """No process and a supervisor waiting while the stop marker is set: it will exit
+    without restarting, so the run is failed (drift; `up` relaunches it), not running."""
+    state = verdict(probe(procs=0, stopping=True), [], 1000, 60)
+    assert state.state == "failed" and "no training process is left" in state.reason
+
+
+def test_processes_after_a_stop_still_count_as_running() -> None:
+    """A stop asked while ranks still checkpoint: they are the run until they exit."""
+    assert verdict(probe(stopping=True), [], 1000, 60).state == "running"
+
+
 def test_last_step_reached_is_finished() -> None:
     """Nothing left and the last step is the target: finished at that step."""
     state = verdict(probe(supervisor=False, procs=0, last_step=1000), [], 1000, 60)
@@ -96,6 +108,12 @@ def test_parse_probe_of_nothing_is_an_empty_task() -> None:
     """No output (a task gone) or a half-written metrics line reads as nothing running."""
     p = parse_probe('last={"step": 1')
     assert (p.procs, p.supervisor, p.last_step, p.checkpoint) == (0, False, 0, "")
+    assert not p.stopping
+
+
+def test_parse_probe_reads_the_stop_marker() -> None:
+    """`stopping=1` (the probe saw the run's stop marker) reads as stopping."""
+    assert parse_probe("supervisor=1\nstopping=1\n").stopping
 
 
 def _sh(script: str, tmp: Path) -> subprocess.CompletedProcess[str]:
@@ -183,3 +201,20 @@ def test_monitoring_doc_documents_the_restart_metrics() -> None:
     section = doc.split("\n## Restart metrics\n", 1)[1].split("\n## ", 1)[0]
     documented = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `dss_")}
     assert documented == {run.RESTARTS_METRIC, run.BUDGET_METRIC}
+
+
+def test_probe_reports_the_stop_marker(tmp_path: Path) -> None:
+    """Run as the task runs it, the probe says `stopping=1` once the run's stop marker
+    exists, and nothing of it before."""
+    script = _local(run.probe_script("myrun"), tmp_path)
+    env = {"PATH": "/usr/bin:/bin", **run.probe_env("myrun", "no-such-training-script")}
+
+    def said() -> str:
+        proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env)
+        return proc.stdout
+
+    assert "stopping=" not in said()
+    marker = Path(_local(run.stop_marker("myrun"), tmp_path))
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    assert parse_probe(said()).stopping
