@@ -114,6 +114,11 @@ class HostPaths:
         return self.dir / "sshd_config"
 
     @property
+    def etc_hosts(self) -> Path:
+        """The host's /etc/hosts (bind-mounted in its mount namespace): every lab host."""
+        return self.dir / "hosts"
+
+    @property
     def sshd_pid(self) -> Path:
         return self.dir / "sshd.pid"
 

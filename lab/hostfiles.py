@@ -433,12 +433,27 @@ def render_host_script(
         "mkdir -p /run/sshd /run/lock",
         f"ln -s {q(str(paths.socket))} /run/docker.sock",
         f"mount --bind {q(str(paths.etc_docker))} /etc/docker",
+        f"mount --bind {q(str(paths.etc_hosts))} /etc/hosts",
         "ip link set lo up",
         f"/usr/sbin/sshd -f {q(str(paths.sshd_config))} -E {q(str(paths.sshd_log))}",
     ]
     if bin_dir is not None:
         lines.append(f"export PATH={q(str(bin_dir))}:$PATH")
     lines.append("exec " + " ".join(q(a) for a in dockerd_argv(paths, bin_dir)))
+    return "\n".join(lines) + "\n"
+
+
+def render_etc_hosts(hosts: int) -> str:
+    """Each lab host's /etc/hosts: loopback and every lab host's name and address.
+
+    A cluster's hosts know each other by name (DNS or /etc/hosts; the runbook's step 0 in
+    docs/dataplane.md checks it), and the lab's must too: a task on the host network
+    uses its host's /etc/hosts and resolver, rank 0's c10d store looks up every peer's
+    address, and this machine's nameserver, which the lab hosts use, cannot be reached
+    from their namespaces, so each lookup there waited 10 s for its timeout (8 hosts:
+    70 s, past the gate's limit)."""
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    lines += [f"{host_addr(i)}\t{host_name(i)}" for i in range(1, hosts + 1)]
     return "\n".join(lines) + "\n"
 
 

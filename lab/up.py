@@ -144,6 +144,7 @@ def _host_net(i: int, mtu: int) -> None:
 def _host_files(
     lab: c.LabPaths,
     i: int,
+    hosts: int,
     gpus: int,
     cgroups: list[hf.CgroupMount],
     links: dict[str, str],
@@ -154,6 +155,7 @@ def _host_files(
         d.mkdir(parents=True, exist_ok=True)
     hp.daemon_json.write_text(hf.render_daemon_json(hp, gpus, engine))
     hp.sshd_config.write_text(hf.render_sshd_config(hp, lab))
+    hp.etc_hosts.write_text(hf.render_etc_hosts(hosts))
     bins = en.bin_dir(engine)
     hp.init_script.write_text(hf.render_host_script(hp, cgroups, links, bins))
     hp.bin_dir.mkdir(exist_ok=True)
@@ -380,7 +382,7 @@ def up(
         cgroups = hf.parse_cgroup_mounts(f.read())
     links = _cgroup_links()
     for i in range(1, hosts + 1):
-        _host_files(lab, i, gpus, cgroups, links, eng)
+        _host_files(lab, i, hosts, gpus, cgroups, links, eng)
     _ssh_keys(lab, hosts)
     _bridge(mtu)
     reg = _registry(lab)

@@ -41,7 +41,6 @@ from infra.render import specs
 from infra.render.labels import (
     SPARE_CONSTRAINT,
     env_list,
-    host_entries,
     placement_constraints,
     training_env,
 )
@@ -80,7 +79,6 @@ def container_spec(
 ) -> docker.ServiceTaskSpecContainerSpecArgs:
     """The container of every training task."""
     t = cfg.training
-    entries = host_entries(cfg)
     mounts = [
         specs.data_mount(t.data_dir),
         # Swarm services have no --shm-size: a sized tmpfs at /dev/shm instead
@@ -113,8 +111,6 @@ def container_spec(
         stop_signal="SIGTERM",
         stop_grace_period=specs.docker_duration(t.stop_grace_period),
         hostname="{{.Service.Name}}-{{.Task.Slot}}",
-        hosts=[docker.ServiceTaskSpecContainerSpecHostArgs(host=n, ip=a) for n, a in entries]
-        or None,
         # The image's USER, stated so the policy pack (policy/) can check it.
         user=TRAIN_UID,
     )
@@ -209,7 +205,7 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
     relaunches. Taken from the program's inputs, never from what Swarm reads back,
     so a refresh does not change it.
     """
-    data: dict[str, Any] = {
+    data = {
         # Without the services' own labels, the run's recovery settings and its synced
         # code: they are not part of any task spec (and a stack deployed before a key
         # existed keeps its digest).
@@ -221,9 +217,6 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
         "env": training_env(cfg),
         "secret_names": cfg.secret_names,
     }
-    if entries := host_entries(cfg):
-        # Only where there are any: an overlay stack keeps the digest it had.
-        data["hosts"] = entries
     static = json.dumps(data, sort_keys=True)
 
     def digest(values: list[Any]) -> str:

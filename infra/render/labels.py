@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 
 from infra.config import RDMA_DEBUG_ENV, Host, network_env
@@ -33,31 +32,6 @@ def node_labels(cfg: HasMaster, host: Host) -> dict[str, str]:
 def placement_constraints(role: str) -> list[str]:
     """Constraints that pin a service to nodes of one dss.role."""
     return [f"node.labels.dss.role=={role}"]
-
-
-def host_entries(cfg: TaskEnvSource) -> list[tuple[str, str]]:
-    """The tasks' extra `/etc/hosts` lines, `(name, address)` per host, on the host data
-    plane only (none on the overlay, whose tasks use Docker's embedded DNS).
-
-    A task on the host network uses its host's resolver, and rank 0's c10d store does a
-    reverse lookup of every peer it accepts. Where DNS does not answer for the hosts'
-    addresses at once, each lookup waits for the resolver's timeout: 10 s a peer on the
-    lab (docs/dataplane.md, "Reverse DNS on the host network"), 63 peers for 8 x 8
-    ranks. glibc reads `/etc/hosts` before DNS, so with every host named there the
-    lookup answers at once. Only hosts whose address is an IP: a host known by its DNS
-    name is resolved through DNS anyway, and `/etc/hosts` takes no name as an
-    address."""
-    if cfg.network.data_plane != "host":
-        return []
-    return [(h.name, h.address) for h in cfg.hosts if _is_ip(h.address)]
-
-
-def _is_ip(address: str) -> bool:
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return True
 
 
 def training_env(cfg: TaskEnvSource) -> dict[str, str]:

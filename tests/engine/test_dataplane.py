@@ -92,9 +92,10 @@ def test_training_runs_over_the_hosts_interface(deployed: Stack) -> None:
 
 
 def test_a_peer_address_is_named_without_dns(deployed: Stack) -> None:
-    """In the master's task the worker host's address resolves to its name from the
-    task's /etc/hosts: rank 0's reverse lookups never wait for a resolver the lab
-    hosts cannot reach (docs/dataplane.md, "Reverse DNS on the host network")."""
+    """In the master's task (host network: its host's /etc/hosts) the worker host's
+    address resolves to its name at once, as the runbook's step 0 asks of real hosts:
+    rank 0's reverse lookups never wait for a resolver (docs/dataplane.md, "Reverse DNS
+    on the host network"; the lab's hosts file, lab/hostfiles.py)."""
     (ctr,) = training_containers(1)
     out = docker(1, "exec", ctr, "getent", "hosts", c.host_addr(2), timeout=30)
     assert out.split() == [c.host_addr(2), c.host_name(2)], out

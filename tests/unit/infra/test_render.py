@@ -10,7 +10,7 @@ import pytest
 
 from infra.config import STACK_ENV, parse_stack_config
 from infra.render.digest import tree_hash
-from infra.render.labels import host_entries, training_env
+from infra.render.labels import training_env
 from infra.render.launch import (
     RosterEntry,
     duplicate_gpus,
@@ -265,27 +265,3 @@ def test_host_data_plane_launch_forgets_earlier_host_keys() -> None:
     host = launch_script(**kw, forget_host_keys=True)
     assert host.index("already running; kept") < host.index(forget) < host.index("exec deepspeed")
     assert forget not in launch_script(**kw)
-
-
-def test_host_entries_name_every_host_on_the_host_data_plane(dev_raw: dict[str, Any]) -> None:
-    """On the host data plane every host's name and IP go into the tasks' /etc/hosts,
-    so a reverse lookup of a peer never waits for DNS."""
-    dev_raw["network"]["data_plane"] = "host"
-    cfg = parse_stack_config(dev_raw)
-    assert host_entries(cfg) == [(h.name, h.address) for h in cfg.hosts]
-    assert len(host_entries(cfg)) == len(dev_raw["hosts"])
-
-
-def test_host_entries_none_on_the_overlay(dev_raw: dict[str, Any]) -> None:
-    """The overlay's tasks use Docker's embedded DNS: no extra entries, no spec change."""
-    dev_raw["network"]["data_plane"] = "overlay"
-    assert host_entries(parse_stack_config(dev_raw)) == []
-
-
-def test_host_entries_skip_a_host_known_by_name(raw: dict[str, Any]) -> None:
-    """A host whose address is a DNS name is resolved through DNS: /etc/hosts takes no
-    name as an address."""
-    raw["network"]["data_plane"] = "host"
-    raw["hosts"][0]["address"] = "gpu-01.train.example.internal"
-    cfg = parse_stack_config(raw)
-    assert [n for n, _ in host_entries(cfg)] == [h.name for h in cfg.hosts[1:]]

@@ -163,6 +163,21 @@ def test_host_script_remounts_sysfs_cgroups_and_runs_dockerd() -> None:
     assert lines[-1] == "exec dockerd --config-file /lab-root/h1/daemon.json"
 
 
+def test_host_script_gives_the_host_the_labs_hosts_file() -> None:
+    """The host's /etc/hosts is the lab's file for it, before sshd and dockerd start."""
+    lines = hf.render_host_script(c.LabPaths(ROOT).host(2), [], {}).splitlines()
+    bind = lines.index("mount --bind /lab-root/h2/hosts /etc/hosts")
+    assert bind < next(i for i, ln in enumerate(lines) if ln.startswith("/usr/sbin/sshd"))
+
+
+def test_hosts_file_names_every_lab_host() -> None:
+    """Loopback, then each lab host's address and name: a reverse lookup of a peer
+    answers from the file, never from a nameserver the namespaces cannot reach."""
+    lines = hf.render_etc_hosts(3).splitlines()
+    assert lines[0].split() == ["127.0.0.1", "localhost"]
+    assert [ln.split() for ln in lines[2:]] == [[c.host_addr(i), c.host_name(i)] for i in (1, 2, 3)]
+
+
 def test_iptables_rules_are_tagged_and_found_again() -> None:
     """Every rule the lab adds carries the lab comment and is recovered from `iptables -S`."""
     rules = hf.iptables_rules()
