@@ -119,6 +119,12 @@ class HostPaths:
         return self.dir / "hosts"
 
     @property
+    def resolv_conf(self) -> Path:
+        """The host's /etc/resolv.conf (bind-mounted in its mount namespace): this
+        machine's, copied at `lab up`, so a test can give one host a resolver of its own."""
+        return self.dir / "resolv.conf"
+
+    @property
     def sshd_pid(self) -> Path:
         return self.dir / "sshd.pid"
 

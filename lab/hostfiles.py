@@ -434,6 +434,11 @@ def render_host_script(
         f"ln -s {q(str(paths.socket))} /run/docker.sock",
         f"mount --bind {q(str(paths.etc_docker))} /etc/docker",
         f"mount --bind {q(str(paths.etc_hosts))} /etc/hosts",
+        # The machine's /etc/resolv.conf may be a link into /run, which is the host's
+        # own (empty) tmpfs here: bind over what the link names, made first.
+        'r="$(readlink -m /etc/resolv.conf)"',
+        'mkdir -p "$(dirname "$r")" && touch "$r"',
+        f'mount --bind {q(str(paths.resolv_conf))} "$r"',
         "ip link set lo up",
         f"/usr/sbin/sshd -f {q(str(paths.sshd_config))} -E {q(str(paths.sshd_log))}",
     ]
@@ -455,6 +460,15 @@ def render_etc_hosts(hosts: int) -> str:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     lines += [f"{host_addr(i)}\t{host_name(i)}" for i in range(1, hosts + 1)]
     return "\n".join(lines) + "\n"
+
+
+def machine_resolv_conf(path: Path = Path("/etc/resolv.conf")) -> str:
+    """This machine's resolver configuration, for a lab host's own copy (empty where the
+    machine has none: glibc then asks a nameserver on loopback)."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def iptables_rules(bridge: str = BRIDGE) -> list[list[str]]:

@@ -156,6 +156,7 @@ def _host_files(
     hp.daemon_json.write_text(hf.render_daemon_json(hp, gpus, engine))
     hp.sshd_config.write_text(hf.render_sshd_config(hp, lab))
     hp.etc_hosts.write_text(hf.render_etc_hosts(hosts))
+    hp.resolv_conf.write_text(hf.machine_resolv_conf())
     bins = en.bin_dir(engine)
     hp.init_script.write_text(hf.render_host_script(hp, cgroups, links, bins))
     hp.bin_dir.mkdir(exist_ok=True)

@@ -27,6 +27,9 @@ class FactsSource(Protocol):
     """The config sections a host's expected facts and SSH target come from."""
 
     @property
+    def hosts(self) -> Sequence[Host]: ...
+
+    @property
     def network(self) -> Network: ...
 
     @property
@@ -80,7 +83,21 @@ def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
         }
         if host.gpus.count and cfg.preflight.require_gpu_isolation:
             exp["rdma_devices_injected"] = True
+    if peer_names(cfg, host):
+        # Peer lookups (infra/providers/peers.py): only on the host data plane, so an
+        # overlay stack keeps the inputs it was deployed with.
+        exp["slow_peer_lookups"] = []
     return exp
+
+
+def peer_names(cfg: FactsSource, host: Host) -> dict[str, str]:
+    """The addresses (and names) of the stack's other hosts, which an active host on the
+    host data plane must look up quickly (its tasks use its resolver; rank 0's rendezvous
+    looks up every peer). Every other host, drained ones too: a drain then changes only
+    the drained host's facts. None on the overlay (Docker's DNS answers there)."""
+    if cfg.network.data_plane != "host" or host.availability != "active":
+        return {}
+    return {h.address: h.name for h in cfg.hosts if h.name != host.name}
 
 
 def checks_health(cfg: FactsSource, host: Host) -> bool:
@@ -153,6 +170,7 @@ def facts_props(cfg: FactsSource, host: Host, remedy: str) -> dict[str, Any]:
         "expected": expected_facts(cfg, host),
         **fabric_props(cfg, host),
         **health_props(cfg, host, remedy),
+        **({"peers": peers} if (peers := peer_names(cfg, host)) else {}),
     }
 
 

@@ -15,7 +15,9 @@ container toolkit ignores Swarm's GPU assignment (infra/providers/gpuruntime.py)
 whose Docker engine is older than MIN_DOCKER_ENGINE (infra/layout.py), or, with
 GPUs, one whose Swarm rejects tasks reserving counted resources (23.0.2 to 25.0.2);
 and, on a host with an RDMA device, whose fabric is not ready (infra/providers/fabric.py:
-port down, no RoCE v2 GID, small MTU, locked memory limited, no device injection).
+port down, no RoCE v2 GID, small MTU, locked memory limited, no device injection);
+and, on the host data plane, one that cannot name its peers in time
+(infra/providers/peers.py).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from infra.providers.nic import (
     parse_nic,
     seen_nic,
 )
+from infra.providers.peers import PEER_KEYS, parse_peers, peers_problem, peers_script, seen_peers
 from infra.versions import older_than
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
@@ -172,7 +175,8 @@ def mismatches(
     out: list[str] = []
     for key, want in expected.items():
         got = seen.get(key)
-        if got == want or key in (*HEALTH_KEYS, *NIC_KEYS, *DCGM_KEYS):  # own sentences
+        if got == want or key in (*HEALTH_KEYS, *NIC_KEYS, *DCGM_KEYS, *PEER_KEYS):  # own
+            # sentences
             continue
         if key in FABRIC_KEYS:
             sentence = fabric_problem(host, key, observed, rdma, gid_index)
@@ -264,6 +268,8 @@ class HostFactsProvider(BoundaryProvider):
         rerun_dcgm = level is not None and not (reading and level > 1)
         if rerun_dcgm:
             script += DCGM_SCRIPT.format(level=level)
+        if props.get("peers"):
+            script += peers_script(props["peers"])
         text = ssh_run(props["ssh"], script)
         observed = parse_facts(text)
         if rdma:
@@ -275,6 +281,11 @@ class HostFactsProvider(BoundaryProvider):
             observed["health"] = parse_health(text)
             health = seen_health(observed["health"], prior.get("health_baseline"))
             seen.update({k: v for k, v in health.items() if k in props["expected"]})
+        peers: dict[str, str] = props.get("peers") or {}
+        if peers:
+            observed["peer_lookups"] = parse_peers(text)
+            named = seen_peers(observed, peers)
+            seen.update({k: v for k, v in named.items() if k in props["expected"]})
         if level is not None:
             last = (prior.get("observed") or {}).get("dcgm")
             observed["dcgm"] = parse_dcgm(text) if rerun_dcgm or last is None else last
@@ -326,6 +337,9 @@ class HostFactsProvider(BoundaryProvider):
             problems.append(
                 dcgm_problem(props["host"], props["dcgm_level"], observed["dcgm"], remedy)
             )
+        peers = props.get("peers") or {}
+        if "slow_peer_lookups" in props["expected"] and seen.get("slow_peer_lookups"):
+            problems.append(peers_problem(props["host"], observed, peers))
         if problems:
             raise Exception("preflight failed:\n  " + "\n  ".join(problems))
         out = {**props, "observed": observed}
@@ -355,6 +369,7 @@ class HostFactsProvider(BoundaryProvider):
             "rdma_gid_index",
             "nic_health",
             "dcgm_level",
+            "peers",
         )
         return diff_keys(olds, news, keys)
 

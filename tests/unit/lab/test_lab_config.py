@@ -170,6 +170,24 @@ def test_host_script_gives_the_host_the_labs_hosts_file() -> None:
     assert bind < next(i for i, ln in enumerate(lines) if ln.startswith("/usr/sbin/sshd"))
 
 
+def test_host_script_gives_the_host_its_own_resolver_file() -> None:
+    """The host's resolv.conf is the lab's copy for it, bound over what /etc/resolv.conf
+    names (a link into /run is made first), before sshd and dockerd start."""
+    lines = hf.render_host_script(c.LabPaths(ROOT).host(2), [], {}).splitlines()
+    bind = lines.index('mount --bind /lab-root/h2/resolv.conf "$r"')
+    assert lines[bind - 2] == 'r="$(readlink -m /etc/resolv.conf)"'
+    assert lines.index("mount -t tmpfs -o nosuid,nodev,mode=755 run /run") < bind
+    assert bind < next(i for i, ln in enumerate(lines) if ln.startswith("/usr/sbin/sshd"))
+
+
+def test_machine_resolv_conf_is_copied_or_empty(tmp_path: Path) -> None:
+    """A lab host's resolver file starts as this machine's, or empty where there is none."""
+    src = tmp_path / "resolv.conf"
+    assert hf.machine_resolv_conf(src) == ""
+    src.write_text("nameserver 192.0.2.53\n")
+    assert hf.machine_resolv_conf(src) == "nameserver 192.0.2.53\n"
+
+
 def test_hosts_file_names_every_lab_host() -> None:
     """Loopback, then each lab host's address and name: a reverse lookup of a peer
     answers from the file, never from a nameserver the namespaces cannot reach."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.components.hostfacts import expected_facts, health_props
+from infra.components.hostfacts import expected_facts, facts_props, health_props
 from infra.config import parse_stack_config
 from infra.providers.health import HEALTH_KEYS
 from tests.unit.infra.samples import stack_config
@@ -66,3 +66,23 @@ def test_dcgm_level_expects_a_passing_diagnostic_on_gpu_hosts() -> None:
     assert health_props(cfg, host, "")["dcgm_level"] == 1
     dev = parse_stack_config(stack_config("dev"), {"secrets"})
     assert "dcgm_diag_failures" not in expected_facts(dev, dev.hosts[0])
+
+
+def test_host_data_plane_expects_quick_peer_lookups_on_active_hosts() -> None:
+    """On the host data plane (prod) an active host looks up every other host of the
+    stack, drained ones too; a drained host is not judged."""
+    raw = stack_config("prod")
+    raw["hosts"][1]["availability"] = "drain"
+    cfg = parse_stack_config(raw, {"secrets"})
+    first, drained = cfg.hosts[0], cfg.hosts[1]
+    props = facts_props(cfg, first, "")
+    assert props["peers"] == {h.address: h.name for h in cfg.hosts[1:]}
+    assert props["expected"]["slow_peer_lookups"] == []
+    assert "peers" not in facts_props(cfg, drained, "")
+    assert "slow_peer_lookups" not in expected_facts(cfg, drained)
+
+
+def test_overlay_expects_no_peer_lookups() -> None:
+    """On the overlay (dev) Docker's DNS names the tasks: no peer fact, no peers input."""
+    cfg = parse_stack_config(stack_config("dev"), {"secrets"})
+    assert all("peers" not in facts_props(cfg, h, "") for h in cfg.hosts)

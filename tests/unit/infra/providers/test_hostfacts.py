@@ -244,3 +244,46 @@ def test_facts_script_carries_the_toolkit_probe() -> None:
     """The one round trip per host also asks nvidia-ctk, and still formats."""
     script = hostfacts.FACTS_SCRIPT.format(nic="eth0")
     assert "nvidia-ctk --version" in script and "/sys/class/net/eth0/mtu" in script
+
+
+def peer_props(**expected: Any) -> dict[str, Any]:
+    """provider_props() on the host data plane: one peer to look up."""
+    return {**provider_props(slow_peer_lookups=[], **expected), "peers": {"10.0.0.2": "gpu-02"}}
+
+
+def test_create_refuses_a_slow_peer_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer whose reverse lookup took past the deadline is refused, the peer named."""
+    report = REPORT + "peer_lookup=10.0.0.2 2003 ?\n"
+    scripts: list[str] = []
+
+    def ssh_run(_ssh: dict[str, Any], script: str) -> str:
+        scripts.append(script)
+        return report
+
+    monkeypatch.setattr(hostfacts, "ssh_run", ssh_run)
+    refused = r"host gpu-01: the reverse lookup of 10\.0\.0\.2 \(gpu-02\)"
+    with pytest.raises(Exception, match=refused):
+        hostfacts.HostFactsProvider().create(peer_props())
+    assert "getent hosts" in scripts[0] and "10.0.0.2" in scripts[0]
+
+
+def test_quick_peer_lookups_pass_and_read_back_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quick lookups pass, and a read of the same host proposes nothing (no timings kept)."""
+    monkeypatch.setattr(
+        hostfacts, "ssh_run", lambda _ssh, _s: REPORT + "peer_lookup=10.0.0.2 4 gpu-02\n"
+    )
+    p = hostfacts.HostFactsProvider()
+    want = peer_props()
+    outs = p.create(want).outs or {}
+    assert outs["observed"]["peer_lookups"] == {"10.0.0.2": {"in_time": True, "name": "gpu-02"}}
+    read = p.read("facts-gpu-01", outs)
+    assert read.inputs is not None and p.diff("facts-gpu-01", read.inputs, want).changes is False
+
+
+def test_a_slow_peer_is_drift_naming_the_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read after the names went away reports the slow peer's address as the fact."""
+    monkeypatch.setattr(
+        hostfacts, "ssh_run", lambda _ssh, _s: REPORT + "peer_lookup=10.0.0.2 2010 ?\n"
+    )
+    read = hostfacts.HostFactsProvider().read("facts-gpu-01", peer_props())
+    assert read.inputs is not None and read.inputs["expected"]["slow_peer_lookups"] == ["10.0.0.2"]
