@@ -1,19 +1,23 @@
-"""Data-plane benchmark: TCP throughput and gloo all-reduce bus bandwidth between containers
-on different lab hosts, over a Swarm overlay with MTU 9000, one with MTU 1500, and host
-networking (each lab host's own network namespace: the host-to-host baseline); and the same
-as Swarm service tasks, as the training tasks run (one service per rank, pinned to its
-node), on the overlay and on the host data plane (`network.data_plane: host`). Prints
-markdown tables and the command.
+"""Data-plane benchmark: TCP throughput, gloo all-reduce bus bandwidth and training
+samples/s between containers on different lab hosts, over a Swarm overlay with MTU 9000,
+one with MTU 1500, and host networking (each lab host's own network namespace: the
+host-to-host baseline); and the same as Swarm service tasks, as the training tasks run
+(one service per rank, pinned to its node), on the overlay and on the host data plane
+(`network.data_plane: host`). Prints markdown tables and the command.
 
     sudo .venv/bin/python -m bench.dataplane_bench [--hosts 8] [--sizes 1K 16K 256K 4M 64M]
-        [--tcp-seconds 5] [--rounds 3] [--quick]
+        [--tcp-seconds 5] [--rounds 3] [--workloads tcp allreduce train]
+        [--train-steps 15] [--quick]
 
-Starts its own lab (`python -m lab up --hosts N --swarm`) and always takes it down. Both
-tests run inside the training image (images/build, pushed to the lab registry), with
+Starts its own lab (`python -m lab up --hosts N --swarm`) and always takes it down. Every
+workload runs inside the training image (images/build, pushed to the lab registry), with
 `--entrypoint python3`: TCP is a Python socket stream (1 MiB sendall, host 1 -> host 2,
 the receiver's byte count over the sender's wall time); all-reduce is torch.distributed
 with gloo, one rank per lab host, busbw = 2(n-1)/n * size / time as nccl-tests define it
-(time: mean over the timed iterations, the slowest rank's).
+(time: mean over the timed iterations, the slowest rank's); training is the image's own
+train.py (DeepSpeed ZeRO-2 over gloo, the stack's default model and ds_config), one rank
+per lab host with env:// rendezvous on rank 0, rank 0's samples/s per step, median of the
+steps after the first WARM_STEPS.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness import ROOT
@@ -48,6 +53,10 @@ NETWORKS = (
 )
 # The baseline every other row is compared with: host to host.
 BASELINE = "host network"
+# Training steps before the ones measured: the first steps pay gloo's and DeepSpeed's
+# first-use costs.
+WARM_STEPS = 3
+WORKLOADS = ("tcp", "allreduce", "train")
 
 # Runs inside the training image: `python3 -c WORKER <mode> ...`.
 WORKER = r"""
@@ -139,6 +148,20 @@ elif mode == "allreduce":
     if rank == 0:
         print(json.dumps({"iface": iface, "mtu": mtu, "results": out}))
     dist.destroy_process_group()
+elif mode == "train":
+    # The training image's own script, one rank per lab host, rendezvous on rank 0.
+    rank, world, master, port, steps = sys.argv[2:7]
+    addr = resolve(master)
+    for peer in sys.argv[7].split(","):
+        resolve(peer)
+    iface, mtu = iface_to(addr)
+    print(json.dumps({"iface": iface, "mtu": mtu}), flush=True)
+    os.environ.update(RANK=rank, WORLD_SIZE=world, LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                      MASTER_ADDR=addr, MASTER_PORT=port, GLOO_SOCKET_IFNAME=iface,
+                      DSS_RUN="bench")
+    argv = [sys.executable, "/opt/dss/train.py", "--steps", steps, "--ckpt-every", steps,
+            "--data-dir", "/tmp/dss", "--threads", "1"]
+    os.execv(sys.executable, argv)
 """
 
 
@@ -247,24 +270,68 @@ def tcp(how: str, net: str, seconds: float, hosts: int) -> dict[str, Any]:
     return {"gbit": got["bytes"] * 8 / got["seconds"] / 1e9, "mtu": got["mtu"]}
 
 
-def allreduce(
-    how: str, net: str, hosts: int, sizes: Sequence[int], tries: int = 3
-) -> dict[str, Any]:
-    """One rank per lab host; rank 0 on host 1 is the rendezvous. A sweep whose gloo mesh
-    fails to connect (an overlay peer not yet known on another host) is retried."""
+def retried(what: str, tries: int, once: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`once()` with its attempts counted: a sweep whose gloo mesh fails to connect (an
+    overlay peer not yet known on another host) is retried."""
     for attempt in range(1, tries + 1):
         try:
-            res = _allreduce_once(how, net, hosts, sizes)
+            res = once()
             res["attempts"] = attempt
             return res
         except (RuntimeError, CommandFailed) as e:
             if attempt == tries:
                 raise
-            print(f"retrying the all-reduce over {net} ({how}): {str(e)[:300]}", file=sys.stderr)
+            print(f"retrying {what}: {str(e)[:300]}", file=sys.stderr)
     raise AssertionError("unreachable")
 
 
-def _allreduce_once(how: str, net: str, hosts: int, sizes: Sequence[int]) -> dict[str, Any]:
+def allreduce(
+    how: str, net: str, hosts: int, sizes: Sequence[int], tries: int = 3
+) -> dict[str, Any]:
+    """One rank per lab host; rank 0 on host 1 is the rendezvous."""
+    sizes_arg = ",".join(map(str, sizes))
+
+    def once() -> dict[str, Any]:
+        out = run_ranks(
+            how,
+            net,
+            hosts,
+            lambda r, master: ("allreduce", str(r), str(hosts), master, sizes_arg, str(PORT)),
+        )
+        res: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return res
+
+    return retried(f"the all-reduce over {net} ({how})", tries, once)
+
+
+STEP_LINE = re.compile(r"^step (\d+)/\d+ loss \S+ lr \S+ ([\d.]+) samples/s", re.M)
+
+
+def train(how: str, net: str, hosts: int, steps: int, tries: int = 3) -> dict[str, Any]:
+    """The training image's train.py (DeepSpeed, ZeRO-2, gloo), one rank per lab host:
+    rank 0's samples/s, median over the steps after the first WARM_STEPS."""
+
+    def once() -> dict[str, Any]:
+        out = run_ranks(
+            how,
+            net,
+            hosts,
+            lambda r, master: ("train", str(r), str(hosts), master, str(PORT), str(steps)),
+        )
+        rates = [float(m[2]) for m in STEP_LINE.finditer(out) if int(m[1]) > WARM_STEPS]
+        if not rates:
+            raise RuntimeError(f"training over {net} ({how}): no step past {WARM_STEPS}:\n{out}")
+        first = json.loads(out.strip().splitlines()[0])
+        return {"samples_per_s": statistics.median(rates), "steps": len(rates), **first}
+
+    return retried(f"training over {net} ({how})", tries, once)
+
+
+def run_ranks(
+    how: str, net: str, hosts: int, rank_args: Callable[[int, str], Sequence[str]]
+) -> str:
+    """Start WORKER with `rank_args(rank, master)` on every lab host (rank r on host r+1),
+    wait until all exit 0, and return rank 0's output; the first rank to fail ends it."""
     master = c.host_addr(1) if net == "host" else f"{PREFIX}-r0"
     names = [f"{PREFIX}-r{r}" for r in range(hosts)]
     peers = ",".join(c.host_name(r + 1) if net == "host" else n for r, n in enumerate(names))
@@ -272,8 +339,7 @@ def _allreduce_once(how: str, net: str, hosts: int, sizes: Sequence[int]) -> dic
     cids: list[str] = []
     try:
         for r, name in enumerate(names):
-            args = ("allreduce", str(r), str(hosts), master, ",".join(map(str, sizes)), str(PORT))
-            cids.append(start(how, net, name, r + 1, hosts, *args, peers))
+            cids.append(start(how, net, name, r + 1, hosts, *rank_args(r, master), peers))
         waits = [
             subprocess.Popen(
                 [*docker_argv(r + 1), "wait", cid],
@@ -297,20 +363,79 @@ def _allreduce_once(how: str, net: str, hosts: int, sizes: Sequence[int]) -> dic
                 n: docker_run(r + 1, "logs", cid, check=False, timeout=900).stderr[-600:]
                 for r, (n, cid) in enumerate(zip(names, cids, strict=True))
             }
-            raise RuntimeError(f"all-reduce over {net} ({how}): exit codes {codes}\n{logs}")
-        out = hdocker(1, "logs", cids[0])
+            raise RuntimeError(f"ranks over {net} ({how}): exit codes {codes}\n{logs}")
+        return hdocker(1, "logs", cids[0])
     finally:
         for w in waits:
             w.kill()
             w.wait()
         for r, n in enumerate(names):
             remove(how, n, r + 1, cids[r] if r < len(cids) else "")
-    res: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return res
 
 
 def busbw_gbs(size: int, seconds: float, n: int) -> float:
     return 2 * (n - 1) / n * size / seconds / 1e9
+
+
+def print_tcp(labels: list[str], tcp_runs: dict[str, list[dict[str, Any]]], secs: float) -> None:
+    host = BASELINE
+    print(f"TCP, one Python socket stream lab-h1 -> lab-h2, {secs:g} s per round:\n")
+    print("| network | container MTU | Gbit/s | rounds | vs host |")
+    print("| --- | --- | --- | --- | --- |")
+    gbit = {k: statistics.median(t["gbit"] for t in v) for k, v in tcp_runs.items()}
+    for label in labels:
+        runs = ", ".join(f"{t['gbit']:.2f}" for t in tcp_runs[label])
+        mtu = tcp_runs[label][0]["mtu"]
+        print(f"| {label} | {mtu} | {gbit[label]:.2f} | {runs} | {gbit[label] / gbit[host]:.0%} |")
+
+
+def print_allreduce(
+    labels: list[str],
+    others: list[str],
+    ar_runs: dict[str, list[dict[str, Any]]],
+    sizes: Sequence[int],
+    hosts: int,
+) -> None:
+    host = BASELINE
+    print(
+        f"\ngloo all-reduce, {hosts} ranks (one per lab host), float32; busbw in GB/s "
+        "(median time per all-reduce in ms):\n"
+    )
+    print(
+        "| size | iters | "
+        + " | ".join(labels)
+        + " | "
+        + " | ".join(f"{label} / host" for label in others)
+        + " |"
+    )
+    print("| --- | --- | " + " | ".join("---" for _ in [*labels, *others]) + " |")
+    for k, size in enumerate(sizes):
+        bw, cells = {}, []
+        for label in labels:
+            secs = statistics.median(r["results"][k]["time_s"] for r in ar_runs[label])
+            bw[label] = busbw_gbs(size, secs, hosts)
+            cells.append(f"{bw[label]:.3g} ({secs * 1e3:.3g})")
+        iters = ar_runs[host][0]["results"][k]["iters"]
+        ratios = " | ".join(f"{bw[label] / bw[host]:.0%}" for label in others)
+        print(f"| {fmt_size(size)} | {iters} | " + " | ".join(cells) + f" | {ratios} |")
+
+
+def print_train(
+    labels: list[str], train_runs: dict[str, list[dict[str, Any]]], hosts: int, steps: int
+) -> None:
+    host = BASELINE
+    print(
+        f"\ntraining: images/dss_train (DeepSpeed ZeRO-2, gloo), {hosts} ranks (one per lab "
+        f"host), {steps} steps; rank 0's samples/s, median of steps {WARM_STEPS + 1}-{steps}:\n"
+    )
+    print("| network | interface (MTU) | samples/s | rounds | vs host |")
+    print("| --- | --- | --- | --- | --- |")
+    rate = {k: statistics.median(t["samples_per_s"] for t in v) for k, v in train_runs.items()}
+    for label in labels:
+        runs = ", ".join(f"{t['samples_per_s']:.1f}" for t in train_runs[label])
+        first = train_runs[label][0]
+        nic = f"{first['iface']} ({first['mtu']})"
+        print(f"| {label} | {nic} | {rate[label]:.1f} | {runs} | {rate[label] / rate[host]:.0%} |")
 
 
 def main() -> int:
@@ -319,16 +444,20 @@ def main() -> int:
     ap.add_argument("--sizes", nargs="+", default=["1K", "16K", "256K", "4M", "64M"])
     ap.add_argument("--tcp-seconds", type=float, default=5)
     ap.add_argument("--rounds", type=int, default=3, help="networks interleaved; medians")
+    ap.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    ap.add_argument("--train-steps", type=int, default=15, help=f"first {WARM_STEPS} not timed")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 hosts, 1M, 1 s, 1 round")
     a = ap.parse_args()
     if a.quick:
         a.hosts, a.sizes, a.tcp_seconds, a.rounds = 2, ["1M"], 1.0, 1
+        a.train_steps = WARM_STEPS + 3
     sizes = [parse_size(x) for x in a.sizes]
 
     lab("down")
     labels = [label for label, _, _, _ in NETWORKS]
     tcp_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     ar_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    train_runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     timings: dict[str, float] = dict.fromkeys(labels, 0.0)
     try:
         t0 = time.monotonic()
@@ -356,8 +485,12 @@ def main() -> int:
         for _ in range(a.rounds):
             for label, net, _, how in NETWORKS:
                 t1 = time.monotonic()
-                tcp_runs[label].append(tcp(how, net, a.tcp_seconds, a.hosts))
-                ar_runs[label].append(allreduce(how, net, a.hosts, sizes))
+                if "tcp" in a.workloads:
+                    tcp_runs[label].append(tcp(how, net, a.tcp_seconds, a.hosts))
+                if "allreduce" in a.workloads:
+                    ar_runs[label].append(allreduce(how, net, a.hosts, sizes))
+                if "train" in a.workloads:
+                    train_runs[label].append(train(how, net, a.hosts, a.train_steps))
                 timings[label] += time.monotonic() - t1
     finally:
         if socket(1).exists():
@@ -368,45 +501,23 @@ def main() -> int:
 
     host = BASELINE
     others = [label for label in labels if label != host]
-    retried = sum(r["attempts"] - 1 for v in ar_runs.values() for r in v)
+    runs = [r for v in (*ar_runs.values(), *train_runs.values()) for r in v]
+    retried_n = sum(r["attempts"] - 1 for r in runs)
     cmd = shlex.join(["python", "-m", "bench.dataplane_bench", *sys.argv[1:]])
     print(
         f"`{cmd}` ({a.hosts} lab hosts, one container each, {a.rounds} rounds with the networks "
         f"interleaved, medians; {platform.machine()}, {len(os.sched_getaffinity(0))} cores; "
-        f"all-reduce sweeps retried: {retried}; "
+        f"sweeps retried: {retried_n}; "
         f"setup {timings['setup']:.0f} s, "
         + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items() if k != "setup")
         + ")\n"
     )
-    print(f"TCP, one Python socket stream lab-h1 -> lab-h2, {a.tcp_seconds:g} s per round:\n")
-    print("| network | container MTU | Gbit/s | rounds | vs host |")
-    print("| --- | --- | --- | --- | --- |")
-    gbit = {k: statistics.median(t["gbit"] for t in v) for k, v in tcp_runs.items()}
-    for label in labels:
-        runs = ", ".join(f"{t['gbit']:.2f}" for t in tcp_runs[label])
-        mtu = tcp_runs[label][0]["mtu"]
-        print(f"| {label} | {mtu} | {gbit[label]:.2f} | {runs} | {gbit[label] / gbit[host]:.0%} |")
-    print(
-        f"\ngloo all-reduce, {a.hosts} ranks (one per lab host), float32; busbw in GB/s "
-        "(median time per all-reduce in ms):\n"
-    )
-    print(
-        "| size | iters | "
-        + " | ".join(labels)
-        + " | "
-        + " | ".join(f"{label} / host" for label in others)
-        + " |"
-    )
-    print("| --- | --- | " + " | ".join("---" for _ in [*labels, *others]) + " |")
-    for k, size in enumerate(sizes):
-        bw, cells = {}, []
-        for label in labels:
-            secs = statistics.median(r["results"][k]["time_s"] for r in ar_runs[label])
-            bw[label] = busbw_gbs(size, secs, a.hosts)
-            cells.append(f"{bw[label]:.3g} ({secs * 1e3:.3g})")
-        iters = ar_runs[host][0]["results"][k]["iters"]
-        ratios = " | ".join(f"{bw[label] / bw[host]:.0%}" for label in others)
-        print(f"| {fmt_size(size)} | {iters} | " + " | ".join(cells) + f" | {ratios} |")
+    if "tcp" in a.workloads:
+        print_tcp(labels, tcp_runs, a.tcp_seconds)
+    if "allreduce" in a.workloads:
+        print_allreduce(labels, others, ar_runs, sizes, a.hosts)
+    if "train" in a.workloads:
+        print_train(labels, train_runs, a.hosts, a.train_steps)
     return 0
 
 
