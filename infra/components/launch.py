@@ -40,6 +40,7 @@ from infra.render.launch import (
     RosterEntry,
     Supervision,
     ds_config_json,
+    hostfile_path,
     launch_argv,
     launch_script,
     logs_command,
@@ -48,7 +49,7 @@ from infra.render.launch import (
     render_hostfile,
     stop_script,
 )
-from infra.render.run import supervisor_path
+from infra.render.run import Follow, supervisor_path
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,21 @@ class TrainingLaunch(pulumi.ComponentResource):
             # A task on the host network has no address of its own: its host's
             # (hosts[].address), where its sshd and the rendezvous listen.
             roster_props["node_addresses"] = {h.name: h.address for h in args.hosts}
+        follow = None
+        if t.recovery.follow_moves:
+            # The run follows moved tasks itself: the roster keeps the placement the
+            # run was launched on (infra/providers/roster.py), so a move relaunches
+            # nothing and the next preview is a no-op. Only where set: a stack without
+            # it keeps its roster's inputs.
+            roster_props["follow_moves"] = True
+            host_plane = args.network.data_plane == "host"
+            follow = Follow(
+                hostfile=hostfile_path(t),
+                port=t.sshd_port,
+                names=() if host_plane else (f"tasks.{WORKER_SERVICE}",),
+                addresses=tuple(h.address for h in args.hosts) if host_plane else (),
+                forget_host_keys=host_plane,
+            )
         self.roster = TaskRoster(
             f"{name}-roster",
             roster_props,
@@ -222,6 +238,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         pattern=task_script,
                         node_rank=rank,
                         metrics=args.restart_metrics,
+                        follow=follow,
                     ),
                 )
 

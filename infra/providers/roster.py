@@ -114,6 +114,20 @@ def addresses_moved(olds: dict[str, Any], news: dict[str, Any]) -> bool:
     return any(old.get(e["node"]) != new.get(e["node"]) for e in olds.get("entries") or [])
 
 
+def read_entries(props: dict[str, Any]) -> list[RosterEntry]:
+    """What a refresh records: the running tasks. A run that follows its tasks
+    (`follow_moves`) keeps the placement it was launched on while as many tasks run
+    as it expects: its supervisor found the moved task itself, and the launch's
+    hostfile and triggers describe the run, not where Swarm put its tasks since (the
+    live hostfile is the run's own, beside the supervisor). Fewer tasks than
+    expected is recorded as it is, and the next `up` re-reads them."""
+    live = _roster(props)
+    kept = props.get("entries") or []
+    if props.get("follow_moves") and kept and len(live) == props["expected_tasks"]:
+        return kept
+    return live
+
+
 def wait_for_roster(props: dict[str, Any]) -> list[RosterEntry]:
     """Poll until the expected number of tasks run with an overlay address."""
     deadline = time.monotonic() + int(props["timeout_s"])
@@ -150,7 +164,7 @@ class TaskRosterProvider(BoundaryProvider):
         return UpdateResult(outs={**news, "entries": wait_for_roster(news)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs={**props, "entries": _roster(props)})
+        return ReadResult(id_=id_, outs={**props, "entries": read_entries(props)})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = (
@@ -164,9 +178,12 @@ class TaskRosterProvider(BoundaryProvider):
         # Fewer tasks running than expected, or other tasks than the state holds
         # (one moved or was removed): re-read, which relaunches the training.
         roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
-        if not roster_ok or tasks_moved(olds) or addresses_moved(olds, news):
+        # A run that follows its tasks (training.recovery.follow_moves) resumed on
+        # the moved one itself: a move is no change to it.
+        moved = not news.get("follow_moves") and tasks_moved(olds)
+        if not roster_ok or moved or addresses_moved(olds, news):
             return DiffResult(changes=True)
-        return diff_keys(olds, news, keys)
+        return diff_keys(olds, news, (*keys, "follow_moves"))
 
 
 class TaskRoster(Resource):

@@ -112,7 +112,12 @@ def relaunch(props: dict[str, Any]) -> RunState:
     run = props["run_name"]
     kill = {"SUP": supervisor_prefix(run), "PAT": props["script"]}
     for task in props["tasks"]:
-        ctr = _container(props, task)
+        try:
+            ctr = _container(props, task)
+        except Exception:
+            # Its host does not answer (lost: with follow_moves the roster keeps the
+            # launch's placement): nothing of the run is left to kill there.
+            continue
         if ctr is not None:
             _exec(ctr, 'pkill -KILL -f "$SUP" || true; pkill -KILL -f "$PAT" || true', kill)
     for launch in props["launches"]:

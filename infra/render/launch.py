@@ -14,6 +14,10 @@ from typing import Any, TypedDict
 from infra.config import Training
 from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
 from infra.render.run import (
+    Follow,
+    follow_path,
+    follow_program,
+    follow_settings_path,
     launcher_log,
     log_dir,
     restart_metrics_file,
@@ -36,6 +40,9 @@ class Supervision:
     """The node this launcher runs for (SSH-less launches: one supervisor file each)."""
     metrics: bool = False
     """Keep the restart counts as a Prometheus text file (infra/render/run.py)."""
+    follow: Follow | None = None
+    """training.recovery.follow_moves: the supervisor follows tasks Swarm moved
+    (infra/task/follow.py, written beside it)."""
 
 
 class RosterEntry(TypedDict):
@@ -271,7 +278,12 @@ def launch_script(
                 else None
             ),
             supervisor="master" if supervision.node_rank is None else str(supervision.node_rank),
+            follow=supervision.follow,
         )
+        if supervision.follow is not None:
+            # Before the supervisor: a new one runs them at its first attempt.
+            files.append((follow_path(run_name), follow_program()))
+            files.append((follow_settings_path(run_name), supervision.follow.settings(run_name)))
         files.append((sup, body))
         inner = f"exec sh {sup}"
         # A supervisor between two attempts has no launcher: it is the run too.

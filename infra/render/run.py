@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from infra.layout import DATA_MOUNT, LAUNCH_DIR
@@ -72,6 +73,57 @@ def stop_marker(run_name: str) -> str:
     return f"{LAUNCH_DIR}/{run_name}/stop"
 
 
+def follow_path(run_name: str) -> str:
+    """The run's follow program (infra/task/follow.py), beside the hostfile."""
+    return f"{LAUNCH_DIR}/{run_name}/follow.py"
+
+
+def follow_settings_path(run_name: str) -> str:
+    return f"{LAUNCH_DIR}/{run_name}/follow.json"
+
+
+@dataclass(frozen=True)
+class Follow:
+    """training.recovery.follow_moves: where the run's tasks may be found again, read by
+    infra/task/follow.py in the master task before each attempt and while one runs."""
+
+    hostfile: str
+    port: int
+    """The tasks' sshd port: what is knocked on."""
+    names: tuple[str, ...] = ()
+    """Overlay: the DNS names of the movable tasks (`tasks.<worker service>`)."""
+    addresses: tuple[str, ...] = ()
+    """Host data plane: every host's address (a task there answers on its host's)."""
+    forget_host_keys: bool = False
+    """Host data plane: a moved task answers at an address another task had, with
+    another host key; the master task forgets the keys it learnt before each attempt."""
+    wait_s: int = 180
+    """How long an attempt waits for enough live tasks: Swarm moves a lost host's task
+    after about 30 s (the standby task keeps the image pulled on a spare)."""
+    interval_s: int = 5
+    misses: int = 3
+    """Knocks in a row an address may miss before the watch stops the launcher."""
+
+    def settings(self, run_name: str) -> str:
+        """The follow program's settings file (canonical JSON)."""
+        data = {
+            "hostfile": self.hostfile,
+            "port": self.port,
+            "names": list(self.names),
+            "addresses": list(self.addresses),
+            "wait_s": self.wait_s,
+            "interval_s": self.interval_s,
+            "misses": self.misses,
+            "events": f"{log_dir(run_name)}/{RESTARTS_FILE}",
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def follow_program() -> str:
+    """The text of infra/task/follow.py, which the launch script writes into the task."""
+    return (Path(__file__).resolve().parents[1] / "task" / "follow.py").read_text()
+
+
 def log_dir(run_name: str) -> str:
     return f"{DATA_MOUNT}/logs/{run_name}"
 
@@ -90,6 +142,7 @@ def supervisor_script(
     pattern: str,
     metrics_file: str | None = None,
     supervisor: str = "master",
+    follow: Follow | None = None,
 ) -> str:
     """The supervisor: runs the launcher `cmd`; when it exits non-zero and no stop was
     asked for, records the restart, kills the ranks left on this node (a rank blocked on
@@ -102,7 +155,13 @@ def supervisor_script(
     `metrics_file`: it also keeps its counts there as Prometheus text (at its start,
     each restart and a spent budget; replaced, never rewritten in place, so the node
     exporter never reads half a file). Without it the script is what it always was: a
-    stack without monitoring keeps its launch."""
+    stack without monitoring keeps its launch.
+
+    `follow` (training.recovery.follow_moves): each attempt first rebuilds the hostfile
+    from the tasks that answer (infra/task/follow.py `rebuild`), and the launcher runs
+    in the background under `watch`, which stops it (a restart) once a hostfile address
+    stops answering: the run resumes on the task Swarm moved with no `pulumi up`.
+    Without it the loop is what it always was."""
     log = launcher_log(run_name)
     restarts = f"{log_dir(run_name)}/{RESTARTS_FILE}"
     stop = stop_marker(run_name)
@@ -117,6 +176,7 @@ def supervisor_script(
         )
         count = '  metrics "$restarts" 0\n'
         spent = '    metrics "$restarts" 1\n'
+    attempt = _attempt(cmd, log, pattern, run_name, follow)
     return f"""# deepspeed-swarm: the supervisor of run {run_name} (infra/render/run.py)
 set -u
 mkdir -p {q(log_dir(run_name))}
@@ -124,8 +184,7 @@ cd {q(workdir)}
 {metrics}restarts=0
 while :; do
   rc=0
-  {cmd} >>{q(log)} 2>&1 || rc=$?
-  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then exit "$rc"; fi
+{attempt}  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then exit "$rc"; fi
   if [ "$restarts" -ge {max_restarts} ]; then
     echo "supervisor: the launcher exited $rc; restart budget ({max_restarts}) spent" >>{q(log)}
     printf '{{"event":"{BUDGET_SPENT}","exit_code":%s,"time":%s}}\\n' "$rc" "$(date +%s)" \\
@@ -142,6 +201,24 @@ while :; do
   if [ -e {q(stop)} ]; then exit "$rc"; fi
 done
 """
+
+
+def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | None) -> str:
+    """One attempt of the supervisor's loop: the launcher run, its exit code in `rc`."""
+    q = shlex.quote
+    if follow is None:
+        return f"  {cmd} >>{q(log)} 2>&1 || rc=$?\n"
+    program, settings = q(follow_path(run_name)), q(follow_settings_path(run_name))
+    forget = "  rm -f ~/.ssh/known_hosts\n" if follow.forget_host_keys else ""
+    return (
+        f"  python3 {program} rebuild {settings} >>{q(log)} 2>&1 || true\n"
+        f"{forget}"
+        f"  {cmd} >>{q(log)} 2>&1 &\n"
+        "  pid=$!\n"
+        f'  python3 {program} watch {settings} "$pid" >>{q(log)} 2>&1 \\\n'
+        f"    || pkill -KILL -f {q(pattern)} 2>/dev/null || true\n"
+        '  wait "$pid" || rc=$?\n'
+    )
 
 
 # The launcher's and the training script's words for a failure, newest wins.

@@ -87,6 +87,16 @@ class Recovery(_Model):
     stall_after: str = "15m"
     """A run with live processes and no new step for this long is stalled (at least
     `30s`; count the model's build and the first checkpoint load). Default `15m`."""
+    follow_moves: bool = False
+    """The run follows its tasks: when a worker task stops answering (its host lost)
+    the master task's supervisor stops the blocked launcher and, once Swarm has moved
+    the task (to a spare), restarts it on the tasks that answer, from the newest
+    complete checkpoint, with no `pulumi up` (each such restart counts against
+    `max_restarts`; the hostfile's change is recorded in the restarts file). The
+    roster keeps the placement the run was launched on, so the next preview is a
+    no-op. Needs launcher `deepspeed` with launch_mode `pdsh`; a lost master still
+    needs `pulumi up`. Default false: a stack deployed without it keeps its launch
+    (docs/run.md)."""
 
     @field_validator("restart_delay")
     @classmethod

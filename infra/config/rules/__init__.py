@@ -81,6 +81,12 @@ RULES: tuple[Rule, ...] = (
         training.workers_for_launcher,
     ),
     Rule(
+        "training.recovery.follow_moves",
+        "error",
+        "Only with launcher deepspeed and launch_mode pdsh.",
+        training.follow_moves,
+    ),
+    Rule(
         "hosts[].address",
         "error",
         "An IP address or an RFC 1123 DNS host name.",

@@ -105,6 +105,18 @@ def workers_for_launcher(cfg: StackConfig) -> list[str]:
     ]
 
 
+def follow_moves(cfg: StackConfig) -> list[str]:
+    t = cfg.training
+    if not t.recovery.follow_moves or (t.launcher == "deepspeed" and t.launch_mode == "pdsh"):
+        return []
+    return [
+        f"training.recovery.follow_moves: true with launcher {t.launcher!r} and launch_mode "
+        f"{t.launch_mode!r}; allowed: follow_moves only with launcher 'deepspeed' and "
+        "launch_mode 'pdsh' (the one launcher on the master follows the tasks; per-node "
+        "launchers die with their host's task), or follow_moves false"
+    ]
+
+
 def env_owned(cfg: StackConfig) -> list[str]:
     out = []
     for name in cfg.training.env:

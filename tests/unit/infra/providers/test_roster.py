@@ -138,3 +138,35 @@ def test_only_addresses_of_task_hosts_re_read(news: dict[str, str], changed: boo
         "node_addresses": {"gpu-01": "10.0.0.1", "gpu-02": "10.0.0.2", "gpu-03": "x"},
     }
     assert roster.addresses_moved(olds, {"node_addresses": news}) is changed
+
+
+def test_a_run_that_follows_its_tasks_ignores_a_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With follow_moves a task Swarm replaced is no change (the run resumed on it by
+    itself); without it the same move re-reads the roster."""
+    _swarm_with_tasks(monkeypatch, {"ds-master": ["m1"], "ds-worker": ["w1", "w3"]})
+    olds = {**PROPS, "expected_tasks": 3, "entries": [
+        {"task_id": t, "node": f"n-{t}"} for t in ("m1", "w1", "w2")
+    ]}  # fmt: skip
+    following = {**olds, "follow_moves": True}
+    assert roster.TaskRosterProvider().diff("r", following, dict(following)).changes is False
+    assert roster.TaskRosterProvider().diff("r", olds, dict(olds)).changes is True
+
+
+def _live(monkeypatch: pytest.MonkeyPatch, ids: list[str]) -> None:
+    monkeypatch.setattr(roster, "_roster", lambda _props: [{"task_id": t} for t in ids])
+
+
+@pytest.mark.parametrize(
+    ("follow", "live", "recorded"),
+    [(True, ["m1", "w1", "w3"], ["m1", "w1", "w2"]),  # moved: the launch's placement kept
+     (True, ["m1", "w1"], ["m1", "w1"]),  # one short: what runs, for the next `up`
+     (False, ["m1", "w1", "w3"], ["m1", "w1", "w3"])],  # the default: what runs
+)  # fmt: skip
+def test_refresh_of_a_following_run_keeps_its_placement(
+    monkeypatch: pytest.MonkeyPatch, follow: bool, live: list[str], recorded: list[str]
+) -> None:
+    """A refresh records the launch's placement while a following run has all its tasks,
+    and the running tasks otherwise."""
+    _live(monkeypatch, live)
+    props = {**PROPS, "expected_tasks": 3, **({"follow_moves": True} if follow else {})}
+    assert [e["task_id"] for e in roster.read_entries(props)] == recorded

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from infra.layout import LAUNCH_DIR
 from infra.render import run
 from infra.render.run import Probe, parse_probe, verdict
 
@@ -218,3 +221,64 @@ def test_probe_reports_the_stop_marker(tmp_path: Path) -> None:
     marker.parent.mkdir(parents=True)
     marker.touch()
     assert parse_probe(said()).stopping
+
+
+def test_supervisor_follows_a_task_that_moved(tmp_path: Path) -> None:
+    """With `follow`: the watch stops a launcher once a hostfile address stops answering;
+    the next attempt's rebuild puts the task that answers in its place, the launcher runs
+    on it, and the restart, the loss and the move are all in the restarts file."""
+    listeners = {}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    for a in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
+        listeners[a] = socket.create_server((a, port), reuse_port=False)
+    try:
+        hostfile = Path(_local(f"{LAUNCH_DIR}/r/hostfile", tmp_path))
+        hostfile.parent.mkdir(parents=True)
+        hostfile.write_text("127.0.0.1 slots=1\n127.0.0.2 slots=1\n")
+        follow = run.Follow(hostfile=f"{LAUNCH_DIR}/r/hostfile", port=port,
+                            addresses=("127.0.0.1", "127.0.0.2", "127.0.0.3"), wait_s=20,
+                            interval_s=1, misses=2)  # fmt: skip
+        Path(_local(run.follow_path("r"), tmp_path)).write_text(run.follow_program())
+        Path(_local(run.follow_settings_path("r"), tmp_path)).write_text(
+            _local(follow.settings("r"), tmp_path)
+        )
+        launcher = tmp_path / "launcher.sh"
+        starts = tmp_path / "starts"
+        launcher.write_text(
+            f"echo x >> {starts}\ngrep -q 127.0.0.3 {hostfile} && exit 0\nsleep 60\n"
+        )
+        script = run.supervisor_script(cmd=f"sh {launcher}", run_name="r", workdir="/opt/dss",
+                                       max_restarts=2, delay_s=0, pattern=str(launcher),
+                                       follow=follow)  # fmt: skip
+        path = tmp_path / "supervise.sh"
+        path.write_text(_local(script, tmp_path))
+        proc = subprocess.Popen(["sh", str(path)], cwd=tmp_path)
+        try:
+            wait_until = time.monotonic() + 20
+            while not starts.exists() and time.monotonic() < wait_until:
+                time.sleep(0.1)
+            listeners.pop("127.0.0.2").close()  # the worker's host is lost
+            assert proc.wait(timeout=40) == 0
+        finally:
+            proc.kill()
+    finally:
+        for s in listeners.values():
+            s.close()
+    assert hostfile.read_text() == "127.0.0.1 slots=1\n127.0.0.3 slots=1\n"
+    assert len(starts.read_text().splitlines()) == 2
+    records = [json.loads(x) for x in (tmp_path / "data/logs/r/restarts.jsonl").read_text().split()]
+    assert [r["event"] for r in records] == ["gone", "restart", "hostfile"]
+    assert records[2]["moved"] == {"127.0.0.2": "127.0.0.3"}
+    log = (tmp_path / "data/logs/r/launcher.log").read_text()
+    assert "127.0.0.2 has not answered" in log and "the hostfile follows the tasks" in log
+
+
+def test_supervisor_without_follow_runs_the_launcher_in_the_foreground() -> None:
+    """Without `follow` the attempt is the one line it always was (a stack deployed
+    before follow_moves keeps its launch: the upgrade stays a no-op)."""
+    script = run.supervisor_script(cmd="deepspeed x", run_name="r", workdir="/opt/dss",
+                                   max_restarts=2, delay_s=0, pattern="p")  # fmt: skip
+    assert "  rc=0\n  deepspeed x >>/data/logs/r/launcher.log 2>&1 || rc=$?\n  if [" in script
+    assert "follow" not in script

@@ -199,3 +199,28 @@ def test_shm_for_cpu_nodes_across_hosts(raw: dict[str, Any]) -> None:
     """Across several CPU nodes DeepSpeed's shm all-reduce is off: 64m is enough."""
     raw["training"] = {"cpu_only": True, "procs_per_node": 4, "shm_size": "64m"}
     assert parse_stack_config(raw).training.shm_size == "64m"
+
+
+@pytest.mark.parametrize(
+    ("training", "named"),
+    [({"launch_mode": "no_ssh"}, "'deepspeed' and launch_mode 'no_ssh'"),
+     ({"launcher": "torchrun"}, "'torchrun' and launch_mode 'pdsh'")],
+)  # fmt: skip
+def test_follow_moves_needs_the_pdsh_launch(
+    raw: dict[str, Any], training: dict[str, Any], named: str
+) -> None:
+    """follow_moves with per-node launchers is refused, naming launcher and mode."""
+    raw["training"].update(training, recovery={"follow_moves": True})
+    found = [p for p in problems(raw) if p.startswith("training.recovery.follow_moves")]
+    assert found == [
+        f"training.recovery.follow_moves: true with launcher {named}; allowed: "
+        "follow_moves only with launcher 'deepspeed' and launch_mode 'pdsh' (the one "
+        "launcher on the master follows the tasks; per-node launchers die with their "
+        "host's task), or follow_moves false"
+    ]
+
+
+def test_follow_moves_with_pdsh_is_accepted(raw: dict[str, Any]) -> None:
+    """The pdsh launch may follow its tasks."""
+    raw["training"]["recovery"] = {"follow_moves": True}
+    assert parse_stack_config(raw).training.recovery.follow_moves is True
