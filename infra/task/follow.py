@@ -2,7 +2,8 @@
 (its host lost, to the spare) is found again with no human and no `pulumi up`.
 
 Run by the run's supervisor in the master task (infra/render/run.py), with its JSON
-settings file (infra/render/follow.py writes it):
+settings file (`Follow.settings` in infra/render/run.py, written by the launch script;
+it always holds every key, so nothing here has a default of its own):
 
 - `watch <settings> <pid>`: while the launcher `pid` runs, knock on every hostfile
   address's sshd port each `interval_s`; an address that missed `misses` knocks in a
@@ -87,8 +88,8 @@ def candidates(settings: dict[str, Any], lookup: Callable[[str], list[str]] = re
     """Where a task of the run may be now: the configured addresses (host data plane),
     then what the task names resolve to (overlay), each once."""
     out: list[str] = []
-    named = [a for name in settings.get("names", []) for a in lookup(name)]
-    for a in [*settings.get("addresses", []), *named]:
+    named = [a for name in settings["names"] for a in lookup(name)]
+    for a in [*settings["addresses"], *named]:
         if a not in out:
             out.append(a)
     return out
@@ -115,9 +116,7 @@ def plan(current: Sequence[str], live: Iterable[str], offered: Sequence[str]) ->
 
 def record(settings: dict[str, Any], event: dict[str, Any]) -> None:
     """One JSON line in the run's restarts file (what the reviewer and the probe read)."""
-    path = settings.get("events")
-    if not path:
-        return
+    path = settings["events"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         entry = {**event, "time": int(time.time())}
@@ -135,7 +134,7 @@ def rebuild(
     path, port = settings["hostfile"], int(settings["port"])
     lines = read_hostfile(path)
     current = [a for a, _ in lines]
-    deadline = clock() + float(settings.get("wait_s", 300))
+    deadline = clock() + float(settings["wait_s"])
     while True:
         offered = candidates(settings, lookup)
         live = [a for a in dict.fromkeys([*current, *offered]) if knock(a, port)]
@@ -149,14 +148,13 @@ def rebuild(
             return 0
         if clock() >= deadline:
             dead = [a for a in current if a not in live]
-            waited = settings.get("wait_s", 300)
             say(
                 f"{len(current) - len(dead)} of {len(current)} hostfile addresses answer on "
-                f"port {port} (not {dead}) and no other task does after {waited}s; "
+                f"port {port} (not {dead}) and no other task does after {settings['wait_s']}s; "
                 "starting with the hostfile as it is"
             )
             return 1
-        sleep(float(settings.get("interval_s", 5)))
+        sleep(float(settings["interval_s"]))
 
 
 def running(pid: int) -> bool:
@@ -176,8 +174,8 @@ def watch(
     alive: Callable[[int], bool] = running,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    port, misses_allowed = int(settings["port"]), int(settings.get("misses", 3))
-    interval = float(settings.get("interval_s", 5))
+    port, misses_allowed = int(settings["port"]), int(settings["misses"])
+    interval = float(settings["interval_s"])
     addresses = [a for a, _ in read_hostfile(settings["hostfile"])]
     misses = dict.fromkeys(addresses, 0)
     while alive(pid):

@@ -49,7 +49,7 @@ def settings(tmp: Path, port: int, lines: list[str], **kw: Any) -> dict[str, Any
     hostfile = tmp / "hostfile"
     hostfile.write_text("".join(f"{a} slots=1\n" for a in lines))
     base = {"hostfile": str(hostfile), "port": port, "events": str(tmp / "restarts.jsonl"),
-            "wait_s": 0, "interval_s": 0, "misses": 2}  # fmt: skip
+            "wait_s": 0, "interval_s": 0, "misses": 2, "names": [], "addresses": []}  # fmt: skip
     return {**base, **kw}
 
 
