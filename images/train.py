@@ -9,7 +9,8 @@ Examples (inside the image, working dir /opt/dss):
   deepspeed --hostfile /data/hostfile --no_ssh --node_rank R --master_addr node1 train.py
 Env: DS_ACCELERATOR=cpu|cuda, DSS_RUN, DSS_STEPS, DSS_CKPT_EVERY, DSS_DATA_DIR (/data),
 DSS_DS_CONFIG, DSS_ZERO_STAGE, DSS_LR, DSS_HOSTFILE, DSS_MASTER_TIMEOUT,
-DSS_METRICS_PORT (Prometheus metrics on this port + local rank; off when unset).
+DSS_METRICS_PORT (Prometheus metrics on this port + local rank; off when unset),
+DSS_ON_RESIZE (universal|reset: the optimizer state after a world-size change).
 """
 
 import os

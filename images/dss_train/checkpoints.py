@@ -15,10 +15,17 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from . import DssError
+
 MANIFEST = "MANIFEST.json"
+UNIVERSAL = "universal"
+"""The folder under a run's checkpoint root that holds universal conversions (not a
+step_* name, so selection and pruning never see it)."""
+_CONVERTED = "CONVERTED"
 _TAG = re.compile(r"^step_(\d{8,})$")
 
 
@@ -138,3 +145,42 @@ def prune(root: Path, keep: int) -> list[str]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path.name)
     return removed
+
+
+def to_universal(root: Path, tag: str, python: str) -> Path:
+    """The universal form of the complete checkpoint <root>/<tag>, converted by
+    DeepSpeed's `ds_to_universal` with `python` unless an earlier start already did;
+    returns the folder that holds it (load it with tag=`tag` and load_universal).
+
+    Written under a temporary name and renamed, so a conversion cut short is never
+    loaded; only the newest conversion is kept.
+    """
+    parent = root / UNIVERSAL
+    out = parent / tag
+    if (out / _CONVERTED).is_file():
+        return parent
+    parent.mkdir(exist_ok=True)
+    tmp = parent / f".{tag}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [python, "-m", "deepspeed.checkpoint.ds_to_universal",
+           "--input_folder", str(root / tag), "--output_folder", str(tmp),
+           # The step is in our manifest, not in DeepSpeed's universal info.
+           "--inject_missing_state", "--num_extract_workers", "1", "--num_merge_workers", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise DssError(f"ds_to_universal could not convert {root / tag}: "
+                       f"{lines[-1] if lines else f'exit {proc.returncode}'}")
+    (tmp / _CONVERTED).write_text(tag + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    _fsync_dir(parent)
+    for old in parent.iterdir():  # older conversions, and the converter's `latest_universal`
+        if old.name == tag:
+            continue
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    return parent

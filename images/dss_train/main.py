@@ -68,6 +68,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds to sleep after each step (tests)")
     p.add_argument("--metrics-port", type=int, default=int(_env("DSS_METRICS_PORT", "0") or 0),
                    help="serve Prometheus metrics on this port + local rank (0: off)")
+    p.add_argument("--on-resize", choices=("universal", "reset"),
+                   default=_env("DSS_ON_RESIZE", "universal"),
+                   help="when the world size changed since the checkpoint: re-shard the "
+                        "optimizer state through DeepSpeed's universal checkpoint, or keep "
+                        "the weights only and restart Adam's moments")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,
                    help=argparse.SUPPRESS)  # passed by deepspeed's launcher; LOCAL_RANK env wins
     args = p.parse_args(argv)
@@ -173,6 +178,23 @@ class StopFlag:
         self.signum = signum
 
 
+def _universal(root: Path, tag: str, rank: int, dist: Any) -> Path | None:
+    """Rank 0 converts checkpoint `tag` to its universal form while the others wait
+    (the wait counts against --master-timeout); every rank gets the folder to load
+    from, or None when the conversion failed (said on rank 0's output)."""
+    out: list[Any] = [None]
+    if rank == 0:
+        t0 = time.monotonic()
+        try:
+            out[0] = str(ck.to_universal(root, tag, sys.executable))
+            log.info("universal checkpoint of %s ready in %.1fs", tag, time.monotonic() - t0)
+        except DssError as e:
+            log.warning("%s", e)
+            print(f"[dss-train] {e}; resuming the weights only", flush=True)
+    dist.broadcast_object_list(out, src=0)
+    return Path(out[0]) if out[0] else None
+
+
 def train(args: argparse.Namespace) -> int:
     dist_env = read_dist_env(os.environ)
     if args.hostfile:
@@ -231,16 +253,8 @@ def train(args: argparse.Namespace) -> int:
     log.info("joined: rank %d/%d backend %s device %s", rank, world,
              acc.communication_backend_name(), acc.device_name())
 
-    torch.manual_seed(args.seed)
-    model = TinyGPT(args.vocab, args.seq_len, args.dim, args.layers, args.heads)
-    n_params = sum(p.numel() for p in model.parameters())
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                           config=cfg)
-    device = engine.device
-    mbs, ga = cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]
-    corpus = SyntheticCorpus(args.vocab, args.seq_len, args.seed)
-
-    # Resume: rank 0 chooses (shared data dir), everyone loads the same tag.
+    # Resume: rank 0 chooses (shared data dir), everyone loads the same tag. Chosen
+    # before DeepSpeed is initialised: a universal load is a setting of the engine.
     choice: list[Any] = [None]
     if rank == 0:
         chosen, skipped = ck.select_latest(ckpt_root)
@@ -250,23 +264,43 @@ def train(args: argparse.Namespace) -> int:
         if chosen is not None:
             choice[0] = (*chosen, ck.saved_world_size(ckpt_root / chosen[1]))
     dist.broadcast_object_list(choice, src=0)
+    load_root, resized, universal = ckpt_root, False, False
+    if choice[0] is not None:
+        saved_world = choice[0][2]
+        # ZeRO partitions the optimizer state by rank: with another world size (a host
+        # added or removed) DeepSpeed refuses it. The universal checkpoint holds it per
+        # parameter and re-shards it; without it (or if the conversion fails) keep the
+        # weights (ZeRO's fp32 partitions are merged and re-split) and restart Adam.
+        resized = saved_world is not None and saved_world != world
+        if resized and args.on_resize == "universal":
+            converted = _universal(ckpt_root, choice[0][1], rank, dist)
+            if converted is not None:
+                load_root, universal = converted, True
+                cfg = {**cfg, "checkpoint": {**cfg.get("checkpoint", {}), "load_universal": True}}
+
+    torch.manual_seed(args.seed)
+    model = TinyGPT(args.vocab, args.seq_len, args.dim, args.layers, args.heads)
+    n_params = sum(p.numel() for p in model.parameters())
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config=cfg)
+    device = engine.device
+    mbs, ga = cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]
+    corpus = SyntheticCorpus(args.vocab, args.seq_len, args.seed)
+
     prom = _start_metrics(args, acc, rank, world)
     start = 0
     if choice[0] is not None:
         step0, tag, saved_world = choice[0]
-        # ZeRO partitions the optimizer state by rank: with another world size (a host
-        # added or removed) DeepSpeed refuses it. Keep the weights (ZeRO's fp32
-        # partitions are merged and re-split), restart the optimizer's moments.
-        resized = saved_world is not None and saved_world != world
-        path, client = engine.load_checkpoint(str(ckpt_root), tag=tag,
-                                              load_optimizer_states=not resized)
+        path, client = engine.load_checkpoint(str(load_root), tag=tag,
+                                              load_optimizer_states=universal or not resized)
         if path is None:
-            raise DssError(f"could not load checkpoint {ckpt_root / tag}")
+            raise DssError(f"could not load checkpoint {load_root / tag}")
         if resized and rank == 0:
-            log.warning("world size %d -> %d: weights resumed, optimizer state reset",
-                        saved_world, world)
+            how = ("optimizer state re-sharded (universal checkpoint)" if universal
+                   else "optimizer state reset")
+            log.warning("world size %d -> %d: weights resumed, %s", saved_world, world, how)
             print(f"[dss-train] world size changed {saved_world} -> {world}: weights "
-                  "resumed, optimizer state reset", flush=True)
+                  f"resumed, {how}", flush=True)
         start = int((client or {}).get("step", step0))
         if prom is not None:
             manifest = ckpt_root / tag / ck.MANIFEST

@@ -26,9 +26,19 @@ import pytest
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import client, logged_steps, running_training_tasks, training_processes
-from harness.stack import Stack, project_env
+from harness.lab import (
+    client,
+    logged_steps,
+    resumes_in,
+    run_log,
+    running_training_tasks,
+    training_processes,
+)
+from harness.stack import Stack, project_env, restarting
+from harness.waits import wait_for
+from infra.components.image import image_tag
 from infra.components.services import warmup_replicas
+from infra.config.models import Image
 from infra.layout import WARMUP_SERVICE
 from infra.providers.health import HEALTH_KEYS
 from tests.engine.conftest import MakeStack
@@ -99,14 +109,26 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
       live run it is `skipped` (it measures only before a launch).
     - The host facts expect healthy GPUs (issue 21, infra/providers/health.py): their
       update re-reads each host over SSH, nothing on it changes.
+    - A new training image (any byte under `images/` changed since the base, e.g.
+      issue 20's universal checkpoint): built, the services roll onto it, the roster
+      reads the new tasks and the launch is replaced. This one restarts training, and
+      the preview says so (`test_up_after_upgrade_restarts_nothing`).
     """
     out: dict[str, set[str]] = {}
+    if image_changed(stack):
+        out["image-build"] = {"build.contextDigest", "imageName"}
+        for service in ("train-master", "train-worker", "train-net-warmup"):
+            out[service] = {"taskSpec.containerSpec.image"}
+        out["launch-roster"] = {"image_ref", "task_spec_digest"}
+        out["launch-gate-allreduce"] = {"tasks"}
+        out["launch-run"] = {"<replace>"}
+        out["launch-run-state"] = {"tasks", "launched"}
     api: Any = client(1).api  # docker-py's low-level API is untyped
     engine = {"docker_version": str(client(1).version()["Version"])}
     (warmup,) = api.services(filters={"name": WARMUP_SERVICE})
     replicas = int(warmup["Spec"]["Mode"]["Replicated"]["Replicas"])
     if replicas != warmup_replicas(HOSTS, [engine] * HOSTS):
-        out["train-net-warmup"] = {"mode.replicated.replicas"}
+        out.setdefault("train-net-warmup", set()).add("mode.replicated.replicas")
     state = stack.state_text()
     if "launch-run-state" not in state:
         out["launch-run-state"] = {"<create>"}
@@ -122,6 +144,18 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
                 "remedy",
             }
     return out
+
+
+_ROLLS: dict[str, bool] = {}
+
+
+def image_changed(stack: Stack) -> bool:
+    """Whether this checkout's training image differs from the one the base deployed:
+    its content tag (infra/components/image.py) was not in the stack's state before
+    the new program's first `up` (read once: the `up` puts it there)."""
+    if stack.name not in _ROLLS:
+        _ROLLS[stack.name] = image_tag(ROOT, Image()) not in stack.state_text()
+    return _ROLLS[stack.name]
 
 
 def proposed_changes(stack: Stack) -> dict[str, set[str]]:
@@ -166,6 +200,7 @@ def upgraded(
     assert len(logged_steps(RUN)) >= 3, "the base program's run logged no steps in 600 s"
     before = (running_training_tasks(), training_processes(HOSTS))
     assert all(before[0].values()) and all(before[1].values()), f"nothing training: {before}"
+    image_changed(stack)  # read before the new program's `up` writes its tag
     yield stack, before
     # The new program destroys what the old one made (make_stack's cleanup).
 
@@ -179,17 +214,39 @@ def test_preview_after_upgrade_is_a_no_op(upgraded: tuple[Stack, Snapshot]) -> N
 
 def test_up_after_upgrade_restarts_nothing(upgraded: tuple[Stack, Snapshot]) -> None:
     """`up` with the new program makes only the previewed changes, no Swarm task of
-    training is replaced and no training process restarts; training goes on; the next
-    preview is a no-op."""
+    training is replaced and no training process restarts (unless the image changed,
+    which the preview says restarts the job); training goes on; the next preview is a
+    no-op."""
     stack, (tasks, processes) = upgraded
     step = max(logged_steps(RUN))
+    rolls = image_changed(stack)
+    if rolls:
+        # The one upgrade that restarts training: the preview must say so, as the PR
+        # comment shows it, for the services and the launch.
+        said = restarting(stack.plan())
+        want = {f"{stack.name}-{n}" for n in ("train-master", "train-worker", "launch-run")}
+        assert want <= set(said), f"a new image, yet the preview's restarts are {said}"
+    launcher = run_log(RUN, "launcher.log")
+    offset = launcher.stat().st_size
     if expected_changes(stack):
         stack.pulumi("up", "--yes", "--skip-preview")
         stack.pulumi("preview", "--expect-no-changes", "--diff")
     else:
         stack.pulumi("up", "--yes", "--expect-no-changes", "--skip-preview")
-    assert running_training_tasks() == tasks, "a training task was replaced by the upgrade"
-    assert training_processes(HOSTS) == processes, "a training process restarted"
+    if not rolls:
+        assert running_training_tasks() == tasks, "a training task was replaced by the upgrade"
+        assert training_processes(HOSTS) == processes, "a training process restarted"
+    else:
+        assert running_training_tasks() != tasks, "a new image, yet no task was replaced"
+        # The old run logs steps until the roll stops it: wait for the new run's resume.
+        resumed = wait_for(
+            "the relaunch's resume in launcher.log",
+            lambda: next(iter(resumes_in(launcher.read_bytes()[offset:].decode())), None),
+            300,
+            2,
+        )
+        assert resumed.checkpoint_step is not None, f"resumed from {resumed.checkpoint}"
+        step = resumed.next_step - 1
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and max(logged_steps(RUN)) <= step:
         time.sleep(5)
@@ -198,8 +255,12 @@ def test_up_after_upgrade_restarts_nothing(upgraded: tuple[Stack, Snapshot]) -> 
 
 def test_refresh_after_upgrade_is_clean(upgraded: tuple[Stack, Snapshot]) -> None:
     """A refresh reads every resource of the old state (dynamic ones through the
-    provider pickled by the base commit) and finds no drift; nothing restarted."""
+    provider pickled by the base commit) and finds no drift; nothing restarted (since
+    the base, unless the image changed; by the refresh, never)."""
     stack, (tasks, processes) = upgraded
+    live = (running_training_tasks(), training_processes(HOSTS))
     stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
     stack.pulumi("preview", "--refresh", "--expect-no-changes")
-    assert running_training_tasks() == tasks and training_processes(HOSTS) == processes
+    assert (running_training_tasks(), training_processes(HOSTS)) == live
+    if not image_changed(stack):
+        assert live == (tasks, processes)

@@ -160,17 +160,31 @@ def test_corrupt_newest_checkpoint_is_skipped(dk: Docker) -> None:
     assert "resumed from /data/checkpoints/c/step_00000002, next step 3" in log
 
 
-def test_other_world_size_resumes_weights(runs: Runs) -> None:
-    """A 2-rank checkpoint resumed by 1 rank (a host removed): weights kept, optimizer
-    state reset (ZeRO cannot re-partition it), training goes on at the next step."""
+def test_other_world_size_resumes_the_optimizer_state(runs: Runs) -> None:
+    """A 2-rank checkpoint resumed by 1 rank (a host removed): DeepSpeed's universal
+    checkpoint re-shards Adam's state, and the run learns faster after the resize than
+    the same checkpoint resumed with the moments reset (`--on-resize reset`)."""
     d = runs.d
-    train = ["train.py", "--run", "ref", "--steps", str(STEPS + 2), "--lr", LR]
-    d.run("ws1", "python", *train, volume=runs.vol)
-    assert d.wait(f"{d.prefix}-ws1") == 0, d.logs(f"{d.prefix}-ws1")[-3000:]
-    log = d.logs(f"{d.prefix}-ws1")
-    assert "world size changed 2 -> 1: weights resumed, optimizer state reset" in log, log[-2000:]
-    assert f"next step {STEPS + 1}" in log, log[-2000:]
-    m = metrics(d, runs.vol, "ref")
-    assert [r["step"] for r in m] == list(range(1, STEPS + 3)) and m[-1]["world_size"] == 1
-    first = sum(r["loss"] for r in m[:3]) / 3
-    assert m[-1]["loss"] < first - 0.3, "the resumed weights were not the trained ones"
+    # The same checkpoint and metrics under a second run name, for the reset path.
+    d.sh(
+        runs.vol,
+        "cp -a /data/checkpoints/ref /data/checkpoints/reset && mkdir -p /data/logs/reset"
+        " && cp -a /data/logs/ref/metrics.jsonl /data/logs/reset/",
+    )
+    steps, logs, after = STEPS + 6, {}, {}
+    for run, how in (("ref", "universal"), ("reset", "reset")):
+        train = ["train.py", "--run", run, "--steps", str(steps), "--lr", LR, "--on-resize", how]
+        d.run(f"ws1-{run}", "python", *train, volume=runs.vol)
+        assert d.wait(f"{d.prefix}-ws1-{run}") == 0, d.logs(f"{d.prefix}-ws1-{run}")[-3000:]
+        logs[run] = d.logs(f"{d.prefix}-ws1-{run}")
+        m = metrics(d, runs.vol, run)
+        assert [r["step"] for r in m] == list(range(1, steps + 1)) and m[-1]["world_size"] == 1
+        # The first resumed step's loss is before any update with the loaded state.
+        after[run] = sum(r["loss"] for r in m[STEPS + 1 :]) / (steps - STEPS - 1)
+    resharded = "weights resumed, optimizer state re-sharded (universal checkpoint)"
+    assert f"world size changed 2 -> 1: {resharded}" in logs["ref"], logs["ref"][-2000:]
+    assert "world size changed 2 -> 1: weights resumed, optimizer state reset" in logs["reset"]
+    assert f"next step {STEPS + 1}" in logs["ref"] and f"next step {STEPS + 1}" in logs["reset"]
+    assert after["ref"] < after["reset"] - 0.05, f"mean loss after the resize: {after}"
+    conv = d.sh(runs.vol, "ls /data/checkpoints/ref/universal").stdout.split()
+    assert conv == [f"step_{STEPS:08d}"], f"the converted checkpoints: {conv}"

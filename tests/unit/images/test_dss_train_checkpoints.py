@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from dss_train import DssError
 from dss_train import checkpoints as ck
 
 pytestmark = pytest.mark.unit
@@ -124,3 +125,55 @@ def test_saved_world_size_unknown_without_it(tmp_path: Path) -> None:
     assert ck.saved_world_size(path) is None
     ck.write_manifest(path, 10)
     assert ck.saved_world_size(path) is None
+
+
+def fake_converter(tmp_path: Path, fail: bool = False) -> Path:
+    """An interpreter stand-in for `python -m deepspeed.checkpoint.ds_to_universal`:
+    writes a `zero/` folder into --output_folder and `latest_universal` beside it (as
+    DeepSpeed's does), counting its calls; or fails with DeepSpeed's kind of message."""
+    script = tmp_path / "python"
+    body = (
+        'echo "AssertionError: no optimizer files" >&2; exit 1'
+        if fail
+        else 'while [ $# -gt 0 ]; do [ "$1" = --output_folder ] && out=$2; shift; done\n'
+        'mkdir -p "$out/zero/w"; echo t > "$out/zero/w/fp32.pt"\n'
+        'echo x > "$(dirname "$out")/latest_universal"; echo call >> "' + str(tmp_path) + '/calls"'
+    )
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_universal_conversion_lands_whole_under_its_tag(tmp_path: Path) -> None:
+    """The conversion is renamed into universal/<tag>, the only one kept, with no
+    temporary folder or converter file left beside it."""
+    root = tmp_path / "ckpt"
+    make_ckpt(root, 10)
+    make_ckpt(root, 20)
+    python = fake_converter(tmp_path)
+    ck.to_universal(root, "step_00000010", str(python))
+    assert ck.to_universal(root, "step_00000020", str(python)) == root / ck.UNIVERSAL
+    assert sorted(p.name for p in (root / ck.UNIVERSAL).iterdir()) == ["step_00000020"]
+    assert (root / ck.UNIVERSAL / "step_00000020" / "zero" / "w" / "fp32.pt").is_file()
+    assert ck.select_latest(root)[0] == (20, "step_00000020")
+
+
+def test_universal_conversion_is_reused(tmp_path: Path) -> None:
+    """A second start with the same world size change loads the finished conversion
+    instead of converting again."""
+    root = tmp_path / "ckpt"
+    make_ckpt(root, 10)
+    python = fake_converter(tmp_path)
+    ck.to_universal(root, "step_00000010", str(python))
+    ck.to_universal(root, "step_00000010", str(python))
+    assert (tmp_path / "calls").read_text().splitlines() == ["call"]
+
+
+def test_failed_universal_conversion_names_the_checkpoint(tmp_path: Path) -> None:
+    """A converter that fails raises an error with the checkpoint and its last line,
+    and leaves no half-written folder to be loaded."""
+    root = tmp_path / "ckpt"
+    make_ckpt(root, 10)
+    with pytest.raises(DssError, match=r"step_00000010: AssertionError: no optimizer files"):
+        ck.to_universal(root, "step_00000010", str(fake_converter(tmp_path, fail=True)))
+    assert list((root / ck.UNIVERSAL).iterdir()) == []
