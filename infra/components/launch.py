@@ -254,6 +254,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         grace_seconds=grace,
                         pattern=task_script,
                         run_name=t.run_name,
+                        follow=follow is not None,
                     ),
                     # The code's digest only where code is synced: a stack without
                     # it keeps the triggers it was launched with (no relaunch).

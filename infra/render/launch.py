@@ -23,6 +23,7 @@ from infra.render.run import (
     restart_metrics_file,
     stop_marker,
     supervisor_path,
+    supervisor_prefix,
     supervisor_script,
 )
 from infra.render.sections import HasTraining, LaunchSource
@@ -331,7 +332,9 @@ echo "launch: started on $(hostname) in $ctr"
 {check}"""
 
 
-def stop_script(*, service: str, grace_seconds: int, pattern: str, run_name: str = "") -> str:
+def stop_script(
+    *, service: str, grace_seconds: int, pattern: str, run_name: str = "", follow: bool = False
+) -> str:
     """Shell run over SSH on delete: SIGTERM the training processes (command lines
     matching `pattern`, the training script: the launcher and every rank name it;
     they finish the step and checkpoint), wait up to the grace period, then
@@ -341,13 +344,21 @@ def stop_script(*, service: str, grace_seconds: int, pattern: str, run_name: str
     The pattern must not match the task's own entrypoint or sshd: a task whose
     sshd dies exits, and Swarm restarts it somewhere with a new address.
     `run_name`: the run's stop marker is set first, so its supervisor (which the
-    pattern does not match) restarts nothing and exits."""
+    pattern does not match) restarts nothing and exits.
+    `follow` (training.recovery.follow_moves): the supervisor may be waiting in
+    `follow.py rebuild` (up to its wait_s) or in `watch`, where it would see the marker
+    only later, alive meanwhile, so the next launch would keep it as the run and it
+    would exit: it and the follow program are killed first (neither holds training
+    state; the launcher they leave is stopped below as always)."""
     pat = shlex.quote(pattern)
     mark = (
         f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
         if run_name
         else ""
     )
+    if follow and run_name:
+        for owner in (supervisor_prefix(run_name), follow_path(run_name)):
+            mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
     return f"""set -u
 ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)
 [ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}

@@ -212,6 +212,8 @@ def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | N
     forget = "  rm -f ~/.ssh/known_hosts\n" if follow.forget_host_keys else ""
     return (
         f"  python3 {program} rebuild {settings} >>{q(log)} 2>&1 || true\n"
+        # A stop during the rebuild's wait: start nothing.
+        f"  if [ -e {q(stop_marker(run_name))} ]; then exit 0; fi\n"
         f"{forget}"
         f"  {cmd} >>{q(log)} 2>&1 &\n"
         "  pid=$!\n"

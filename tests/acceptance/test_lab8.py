@@ -44,6 +44,7 @@ from harness.lab import (
 )
 from harness.stack import Stack, restarting
 from harness.waits import wait_for
+from infra.config.models.job import Recovery
 from lab.config import host_addr
 from tests.acceptance.conftest import HOSTS, RUN, SECRET, SPARE, task_container
 from tests.engine.conftest import MakeStack
@@ -85,8 +86,17 @@ def addresses(stack: Stack) -> list[str]:
 def wait_resumed(offset: int) -> int:
     """The checkpoint step a relaunch resumed from (launcher.log after `offset`), once
     the next step is logged."""
-    step = wait_for("the resume line in launcher.log", lambda: resumed_step(offset), 600)
-    wait_for(f"step {step + 1} logged", lambda: step + 1 in logged_steps(RUN), 600, 1)
+    try:
+        step = wait_for("the resume line in launcher.log", lambda: resumed_step(offset), 600)
+        wait_for(f"step {step + 1} logged", lambda: step + 1 in logged_steps(RUN), 600, 1)
+    except AssertionError as e:
+        # What the launches said meanwhile is the evidence; the lab is gone afterwards.
+        events = run_log(RUN, "restarts.jsonl")
+        tail = launcher_log_since(offset)[-4000:]
+        raise AssertionError(
+            f"{e}\nlauncher.log since:\n{tail}\nrestarts.jsonl:\n"
+            f"{events.read_text() if events.exists() else ''}"
+        ) from None
     return int(step)
 
 
@@ -98,6 +108,19 @@ def world_size() -> int:
     """The world size of the last logged step."""
     rows = run_log(RUN, "metrics.jsonl").read_text().splitlines()
     return int(json.loads(rows[-1])["world_size"])
+
+
+def loss_across(resumed: int, steps: int = 3) -> tuple[float, float]:
+    """Mean loss of the last `steps` steps before checkpoint `resumed` and of the
+    `steps` after the first resumed one (whose loss precedes any update with the
+    loaded optimizer state), once they are logged."""
+    wait_for(f"step {resumed + 1 + steps} logged",
+             lambda: resumed + 1 + steps in logged_steps(RUN), 600, 1)  # fmt: skip
+    rows = [json.loads(x) for x in run_log(RUN, "metrics.jsonl").read_text().splitlines() if x]
+    loss = {r["step"]: r["loss"] for r in rows}
+    before = [loss[s] for s in range(resumed - steps + 1, resumed + 1)]
+    after = [loss[s] for s in range(resumed + 2, resumed + 2 + steps)]
+    return sum(before) / steps, sum(after) / steps
 
 
 def tasks_of(service: str) -> list[tuple[str, str]]:
@@ -324,7 +347,7 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
     lost_steps = before - resumed
     assert resumed >= ckpt, f"resumed from {resumed}, older than the checkpoint {ckpt}"
     assert lost_steps <= CHECKPOINT_EVERY, f"{lost_steps} steps lost (> {CHECKPOINT_EVERY})"
-    events = [json.loads(x) for x in run_log(RUN, "restarts.jsonl").read_text().split()]
+    events = restart_events()
     moves = [e["moved"] for e in events if e["event"] == "hostfile"]
     lost_address = next(e["address"] for e in rank_map if e["node"] == lost)
     assert moves and list(moves[-1]) == [lost_address], f"restarts.jsonl: {events}"
@@ -347,6 +370,97 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
         f"{to_step - moved_after:.0f} s after the move; preview and refresh no-ops"
     )
     report["command"] = "ip link set dssl<i> down; (no pulumi up); pulumi preview; pulumi refresh"
+
+
+def restart_events() -> list[dict[str, Any]]:
+    """The run's restarts file (images' supervisor): restarts, moves, a spent budget."""
+    events = run_log(RUN, "restarts.jsonl")
+    return [json.loads(x) for x in events.read_text().split()] if events.exists() else []
+
+
+def events_after(seen: int) -> list[dict[str, Any]] | None:
+    """The restart events after the first `seen`, or None while there are none."""
+    return restart_events()[seen:] or None
+
+
+def kill_a_rank(stack: Stack) -> tuple[dict[str, Any], int]:
+    """SIGKILL the rank of a worker whose task is where the launch put it (not the one
+    followed to the spare); returns its rank map entry and the last step logged."""
+    running = {node for node, state in tasks_of("ds-worker") if state == "Running"}
+    entry = next(e for e in reversed(stack.outputs()["rankMap"]) if e["node"] in running)
+    ctr = task_container(entry["node"], entry["task_id"])
+    before = max(logged_steps(RUN), default=0)
+    docker(host_index(entry["node"]), "exec", ctr, "pkill", "-KILL", "-f", "--", "--local_rank=")
+    return entry, before
+
+
+def test_killed_rank_resumes_by_itself(stack: Stack, report: dict[str, str]) -> None:
+    """One rank SIGKILLed on a worker host (an OOM, a crashed process): the master's
+    supervisor restarts the run from the last complete checkpoint with no `pulumi up`,
+    within the restart budget, records it, and preview and refresh stay no-ops."""
+    wait_for("a complete checkpoint", latest_checkpoint, timeout=600)
+    seen, offset = len(restart_events()), log_size()
+    entry, before = kill_a_rank(stack)
+    t_kill = time.monotonic()
+    resumed = wait_resumed(offset)
+    took = time.monotonic() - t_kill
+    redone = before - resumed
+    assert redone <= CHECKPOINT_EVERY, f"{redone} steps redone (> {CHECKPOINT_EVERY})"
+    records = restart_events()[seen:]
+    assert [r for r in records if r["event"] == "restart"], f"recorded: {records}"
+    stack.pulumi("preview", "--expect-no-changes")
+    stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
+    report["figure"] = (
+        f"node rank {entry['node_rank']} on {entry['node']} killed after step {before}; "
+        f"resumed by itself from step {resumed} ({redone} steps redone, interval "
+        f"{CHECKPOINT_EVERY}), first resumed step {took:.0f} s after the kill; restart "
+        "recorded; preview and refresh no-ops"
+    )
+    report["command"] = "docker exec <worker task> pkill -KILL -f -- --local_rank=; (no pulumi up)"
+
+
+def test_spent_budget_is_drift_then_up_relaunches(stack: Stack, report: dict[str, str]) -> None:
+    """Ranks killed until the restart budget is spent: refresh reports the run failed,
+    naming the run and the reason; `pulumi up` relaunches it from the newest complete
+    checkpoint, and the next preview is a no-op."""
+    # The stack's budget: lab8 leaves max_restarts at its default.
+    budget = Recovery().max_restarts
+    kills, spent = 0, False
+    while not spent:
+        assert kills <= budget, f"{kills} kills, and no spent budget: {restart_events()}"
+        seen, offset = len(restart_events()), log_size()
+        kill_a_rank(stack)
+        kills += 1
+        new = wait_for("the kill recorded", partial(events_after, seen), 300, 1)
+        spent = new[-1]["event"] == "budget_spent"
+        if not spent:
+            wait_resumed(offset)
+    t_spent = time.monotonic()
+
+    def reported() -> str | None:
+        """Refresh's drift report, once it has one: the run is failed when no training
+        process is left (rank 0 may sit in a collective until its timeout first)."""
+        proc = stack.pulumi("refresh", "--preview-only", "--expect-no-changes", "--diff",
+                            check=False)  # fmt: skip
+        return proc.stdout + proc.stderr if proc.returncode != 0 else None
+
+    said = wait_for("refresh reporting the spent budget", reported, 300, 5)
+    took_report = time.monotonic() - t_spent
+    assert '"running" => "failed"' in said and "restart budget spent" in said, said[-3000:]
+    offset, t_up = log_size(), time.monotonic()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    resumed = wait_resumed(offset)
+    took = time.monotonic() - t_up
+    stack.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"budget of {budget} spent at kill {kills} of this check; refresh reported the run "
+        f"failed (restart budget spent) {took_report:.0f} s after it was spent; `up` relaunched "
+        f"it from step "
+        f"{resumed}, first step {took:.0f} s after `up` started; preview a no-op. The alert "
+        "(`DssRestartBudgetSpent`) needs monitoring, which lab8 does not deploy: "
+        "tests/engine/test_monitoring.py"
+    )
+    report["command"] = "pkill ranks until budget_spent; pulumi refresh --preview-only; pulumi up"
 
 
 def test_ds_config_change_replaces_only_the_launch(stack: Stack, report: dict[str, str]) -> None:
@@ -420,8 +534,10 @@ def test_host_drained_then_removed(stack: Stack, report: dict[str, str]) -> None
     nodes = [e["node"] for e in stack.outputs()["rankMap"]]
     assert MOVED_HOST not in nodes and len(nodes) == 7, f"rank map after the drain: {nodes}"
     resumed = wait_resumed(offset)
-    assert "world size changed 8 -> 7" in launcher_log_since(offset), "no resize on resume"
+    resharded = "world size changed 8 -> 7: weights resumed, optimizer state re-sharded"
+    assert resharded in launcher_log_since(offset), "no universal resize on resume"
     assert world_size() == 7
+    before, after = loss_across(resumed)
 
     edit_stack_file(stack, lambda c: c["deepspeed-swarm:hosts"].pop(index))
     p = stack.plan()
@@ -436,8 +552,9 @@ def test_host_drained_then_removed(stack: Stack, report: dict[str, str]) -> None
     stack.pulumi("preview", "--expect-no-changes")
     report["figure"] = (
         f"drain: preview restarts only the launch, {MOVED_HOST}'s task moved, resumed from "
-        f"{resumed} with world size 7 (optimizer state reset); removal: node left, "
-        "nothing restarted"
+        f"{resumed} with world size 7, optimizer state re-sharded (universal checkpoint): "
+        f"mean loss {before:.3f} over the 3 steps before, {after:.3f} over steps "
+        f"{resumed + 2}-{resumed + 4}; removal: node left, nothing restarted"
     )
     report["command"] = "availability: drain; pulumi up; remove the host; pulumi up"
 

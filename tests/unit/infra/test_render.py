@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from infra.render.launch import (
     render_hostfile,
     stop_script,
 )
+from infra.render.run import follow_path, supervisor_prefix
 from infra.render.specs import docker_duration
 
 pytestmark = pytest.mark.unit
@@ -265,3 +267,30 @@ def test_host_data_plane_launch_forgets_earlier_host_keys() -> None:
     host = launch_script(**kw, forget_host_keys=True)
     assert host.index("already running; kept") < host.index(forget) < host.index("exec deepspeed")
     assert forget not in launch_script(**kw)
+
+
+def test_stop_script_with_follow_kills_the_supervisor_before_training(tmp_path: Path) -> None:
+    """With follow_moves the stop kills the run's supervisor and follow program (which
+    may be waiting in a rebuild, where a relaunch would keep it as the run) before it
+    asks training to checkpoint and exit; without it the script is as deployed."""
+    calls = tmp_path / "calls"
+    docker = tmp_path / "docker"
+    # `ps -q` names a container; `pgrep` finds nothing left; every call is logged.
+    docker.write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\n[ "$1" = ps ] && echo c1\n'
+        '[ "$3" = pgrep ] && exit 1\nexit 0\n'
+    )
+    docker.chmod(0o755)
+    stop = stop_script(service="ds-master", grace_seconds=5, pattern="/opt/dss/train.py",
+                       run_name="r", follow=True)  # fmt: skip
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    proc = subprocess.run(["sh", "-c", stop], env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    pkills = [line for line in calls.read_text().splitlines() if " pkill " in line]
+    assert pkills == [
+        f"exec c1 pkill -KILL -f {supervisor_prefix('r')}",
+        f"exec c1 pkill -KILL -f {follow_path('r')}",
+        "exec c1 pkill -TERM -f /opt/dss/train.py",
+    ]
+    plain = stop_script(service="ds-master", grace_seconds=5, pattern="p", run_name="r")
+    assert "supervise" not in plain and "follow.py" not in plain

@@ -282,3 +282,31 @@ def test_supervisor_without_follow_runs_the_launcher_in_the_foreground() -> None
                                    max_restarts=2, delay_s=0, pattern="p")  # fmt: skip
     assert "  rc=0\n  deepspeed x >>/data/logs/r/launcher.log 2>&1 || rc=$?\n  if [" in script
     assert "follow" not in script
+
+
+def test_supervisor_with_follow_starts_nothing_after_a_stop_in_the_rebuild(
+    tmp_path: Path,
+) -> None:
+    """With `follow`: a stop marker set while the attempt's rebuild waited (a launch
+    replaced meanwhile) means no launcher is started; the supervisor exits."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = int(listener.getsockname()[1])
+    try:
+        hostfile = Path(_local(f"{LAUNCH_DIR}/r/hostfile", tmp_path))
+        hostfile.parent.mkdir(parents=True)
+        hostfile.write_text("127.0.0.1 slots=1\n")
+        follow = run.Follow(hostfile=f"{LAUNCH_DIR}/r/hostfile", port=port,
+                            addresses=("127.0.0.1",), wait_s=5, interval_s=1, misses=2)  # fmt: skip
+        Path(_local(run.follow_path("r"), tmp_path)).write_text(run.follow_program())
+        Path(_local(run.follow_settings_path("r"), tmp_path)).write_text(
+            _local(follow.settings("r"), tmp_path)
+        )
+        Path(_local(run.stop_marker("r"), tmp_path)).touch()
+        starts = tmp_path / "starts"
+        script = run.supervisor_script(cmd=f"sh -c 'echo x >> {starts}'", run_name="r",
+                                       workdir="/opt/dss", max_restarts=2, delay_s=0,
+                                       pattern="x-none", follow=follow)  # fmt: skip
+        assert _sh(_local(script, tmp_path), tmp_path).returncode == 0
+    finally:
+        listener.close()
+    assert not starts.exists(), "a launcher started after the stop"
