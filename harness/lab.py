@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from harness import ROOT
 from harness.waits import retry, wait_for
 from infra.layout import TRAINING_SERVICES
+from infra.render.run import RESTARTS_FILE
 from lab import config as c
 
 if TYPE_CHECKING:
@@ -189,6 +190,14 @@ def shared(*parts: str) -> Path:
 def run_log(run: str, name: str) -> Path:
     """A log file of training run `run` on the shared /data (metrics.jsonl, launcher.log)."""
     return shared("logs", run, name)
+
+
+def restart_events(run: str) -> list[dict[str, Any]]:
+    """Run `run`'s restarts file as its supervisor writes it (infra/render/run.py): one
+    record per automatic restart, lost task, hostfile move or spent budget."""
+    log = run_log(run, RESTARTS_FILE)
+    text = log.read_text() if log.exists() else ""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def logged_steps(run: str) -> list[int]:

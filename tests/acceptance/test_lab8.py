@@ -34,6 +34,7 @@ from harness.lab import (
     host_index,
     logged_steps,
     remove_network,
+    restart_events,
     resumes_in,
     run_log,
     service_versions,
@@ -91,11 +92,9 @@ def wait_resumed(offset: int) -> int:
         wait_for(f"step {step + 1} logged", lambda: step + 1 in logged_steps(RUN), 600, 1)
     except AssertionError as e:
         # What the launches said meanwhile is the evidence; the lab is gone afterwards.
-        events = run_log(RUN, "restarts.jsonl")
         tail = launcher_log_since(offset)[-4000:]
         raise AssertionError(
-            f"{e}\nlauncher.log since:\n{tail}\nrestarts.jsonl:\n"
-            f"{events.read_text() if events.exists() else ''}"
+            f"{e}\nlauncher.log since:\n{tail}\nrestarts.jsonl: {restart_events(RUN)}"
         ) from None
     return int(step)
 
@@ -347,7 +346,7 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
     lost_steps = before - resumed
     assert resumed >= ckpt, f"resumed from {resumed}, older than the checkpoint {ckpt}"
     assert lost_steps <= CHECKPOINT_EVERY, f"{lost_steps} steps lost (> {CHECKPOINT_EVERY})"
-    events = restart_events()
+    events = restart_events(RUN)
     moves = [e["moved"] for e in events if e["event"] == "hostfile"]
     lost_address = next(e["address"] for e in rank_map if e["node"] == lost)
     assert moves and list(moves[-1]) == [lost_address], f"restarts.jsonl: {events}"
@@ -372,15 +371,9 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
     report["command"] = "ip link set dssl<i> down; (no pulumi up); pulumi preview; pulumi refresh"
 
 
-def restart_events() -> list[dict[str, Any]]:
-    """The run's restarts file (images' supervisor): restarts, moves, a spent budget."""
-    events = run_log(RUN, "restarts.jsonl")
-    return [json.loads(x) for x in events.read_text().split()] if events.exists() else []
-
-
 def events_after(seen: int) -> list[dict[str, Any]] | None:
-    """The restart events after the first `seen`, or None while there are none."""
-    return restart_events()[seen:] or None
+    """The run's restart events after the first `seen`, or None while there are none."""
+    return restart_events(RUN)[seen:] or None
 
 
 def kill_a_rank(stack: Stack) -> tuple[dict[str, Any], int]:
@@ -399,14 +392,14 @@ def test_killed_rank_resumes_by_itself(stack: Stack, report: dict[str, str]) -> 
     supervisor restarts the run from the last complete checkpoint with no `pulumi up`,
     within the restart budget, records it, and preview and refresh stay no-ops."""
     wait_for("a complete checkpoint", latest_checkpoint, timeout=600)
-    seen, offset = len(restart_events()), log_size()
+    seen, offset = len(restart_events(RUN)), log_size()
     entry, before = kill_a_rank(stack)
     t_kill = time.monotonic()
     resumed = wait_resumed(offset)
     took = time.monotonic() - t_kill
     redone = before - resumed
     assert redone <= CHECKPOINT_EVERY, f"{redone} steps redone (> {CHECKPOINT_EVERY})"
-    records = restart_events()[seen:]
+    records = events_after(seen) or []
     assert [r for r in records if r["event"] == "restart"], f"recorded: {records}"
     stack.pulumi("preview", "--expect-no-changes")
     stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
@@ -427,8 +420,8 @@ def test_spent_budget_is_drift_then_up_relaunches(stack: Stack, report: dict[str
     budget = Recovery().max_restarts
     kills, spent = 0, False
     while not spent:
-        assert kills <= budget, f"{kills} kills, and no spent budget: {restart_events()}"
-        seen, offset = len(restart_events()), log_size()
+        assert kills <= budget, f"{kills} kills, and no spent budget: {restart_events(RUN)}"
+        seen, offset = len(restart_events(RUN)), log_size()
         kill_a_rank(stack)
         kills += 1
         new = wait_for("the kill recorded", partial(events_after, seen), 300, 1)
@@ -455,8 +448,8 @@ def test_spent_budget_is_drift_then_up_relaunches(stack: Stack, report: dict[str
     report["figure"] = (
         f"budget of {budget} spent at kill {kills} of this check; refresh reported the run "
         f"failed (restart budget spent) {took_report:.0f} s after it was spent; `up` relaunched "
-        f"it from step "
-        f"{resumed}, first step {took:.0f} s after `up` started; preview a no-op. The alert "
+        f"it from step {resumed}, first step {took:.0f} s after `up` started; preview a no-op. "
+        "The alert "
         "(`DssRestartBudgetSpent`) needs monitoring, which lab8 does not deploy: "
         "tests/engine/test_monitoring.py"
     )

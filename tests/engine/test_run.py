@@ -14,7 +14,6 @@ Times are printed (the README's acceptance table).
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from harness.lab import (
     client,
     exec_text,
     logged_steps,
+    restart_events,
     resumes_in,
     run_log,
     service_versions,
@@ -65,9 +65,7 @@ def task(host: int, service: str) -> Any:
 
 def restarts() -> list[dict[str, Any]]:
     """The run's restarts file: one record per automatic restart or spent budget."""
-    log = run_log(RUN, "restarts.jsonl")
-    text = log.read_text() if log.exists() else ""
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return restart_events(RUN)
 
 
 def resumes() -> list[int]:
