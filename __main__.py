@@ -3,6 +3,10 @@
 Table of contents: load the validated stack config, build the components in
 dependency order (each from its config sections and the components before it),
 export what a reviewer and an operator need.
+
+Three kinds of stack (`deepspeed-swarm:kind`, docs/jobs.md): `single`, the cluster
+and its one run; `cluster`, the cluster only; `job`, one run on a cluster stack,
+which it reads through a stack reference and never changes.
 """
 
 from pathlib import Path
@@ -10,6 +14,7 @@ from pathlib import Path
 import pulumi
 
 from infra import config
+from infra.components.clusterref import ClusterRef, ClusterRefArgs
 from infra.components.hostfacts import HostFacts, HostFactsArgs
 from infra.components.image import TrainingImage, TrainingImageArgs
 from infra.components.jupyter import JupyterLab, JupyterLabArgs
@@ -17,61 +22,93 @@ from infra.components.launch import TrainingLaunch, TrainingLaunchArgs
 from infra.components.monitoring import Monitoring, MonitoringArgs
 from infra.components.network import OverlayNetwork, OverlayNetworkArgs
 from infra.components.secrets import ClusterSecrets, ClusterSecretsArgs
-from infra.components.services import TrainingServices, TrainingServicesArgs
+from infra.components.services import (
+    ClusterServices,
+    ClusterServicesArgs,
+    TrainingServices,
+    TrainingServicesArgs,
+)
 from infra.components.swarm import SwarmCluster, SwarmClusterArgs
 
 PROJECT_DIR = Path(__file__).parent
 stack = pulumi.get_stack()
 
 # 1. Config: fails here, before any resource is registered, on a bad stack file.
-cfg, secret_values = config.load()
+cfg, secret_values = config.load(PROJECT_DIR)
 
 # 2. Hosts: preflight facts (GPUs, NIC MTU, driver), then the swarm on top of them.
-facts = HostFacts(f"{stack}-facts", HostFactsArgs(cfg.hosts, cfg.network, cfg.preflight))
-swarm = SwarmCluster(f"{stack}-swarm", SwarmClusterArgs(cfg.hosts, cfg.leader, cfg.master, facts))
-
 # 3. What the tasks need: image, overlay network, secrets.
-image = TrainingImage(f"{stack}-image", TrainingImageArgs(cfg.image, PROJECT_DIR, swarm))
-network = OverlayNetwork(f"{stack}-net", OverlayNetworkArgs(cfg.network, swarm))
-secrets = ClusterSecrets(f"{stack}-secrets", ClusterSecretsArgs(secret_values, swarm))
+# A job stack has none of its own: its cluster stack's, through a stack reference.
+cluster = None
+facts = None
+swarm: SwarmCluster | ClusterRef
+image: TrainingImage | ClusterRef
+network: OverlayNetwork | ClusterRef
+secrets: ClusterSecrets | ClusterRef
+if cfg.kind == "job":
+    assert cfg.cluster is not None  # the config's rules: a job names its cluster
+    cluster = ClusterRef(
+        f"{stack}-cluster", ClusterRefArgs(cfg.cluster, cfg.hosts, cfg.leader, cfg.secret_names)
+    )
+    swarm = image = network = secrets = cluster
+else:
+    facts = HostFacts(f"{stack}-facts", HostFactsArgs(cfg.hosts, cfg.network, cfg.preflight))
+    swarm = SwarmCluster(
+        f"{stack}-swarm", SwarmClusterArgs(cfg.hosts, cfg.leader, cfg.master, facts)
+    )
+    image = TrainingImage(f"{stack}-image", TrainingImageArgs(cfg.image, PROJECT_DIR, swarm))
+    network = OverlayNetwork(f"{stack}-net", OverlayNetworkArgs(cfg.network, swarm))
+    secrets = ClusterSecrets(f"{stack}-secrets", ClusterSecretsArgs(secret_values, swarm))
 
-# 4. The GPU-reserving services, then the launch of the training job.
-services = TrainingServices(
-    f"{stack}-train",
-    TrainingServicesArgs(
-        training=cfg.training,
-        monitoring=cfg.monitoring,
-        network=cfg.network,
-        hosts=cfg.hosts,
-        active_hosts=cfg.active_hosts,
-        workers=cfg.workers,
-        spares=cfg.spares,
-        secret_names=cfg.secret_names,
-        image=image,
-        overlay=network,
-        secrets=secrets,
-        swarm=swarm,
-        facts=facts,
-    ),
-)
-launch = TrainingLaunch(
-    f"{stack}-launch",
-    TrainingLaunchArgs(
-        training=cfg.training,
-        master=cfg.master,
-        training_hosts=cfg.training_hosts,
-        hosts=cfg.hosts,
-        network=cfg.network,
-        preflight=cfg.preflight,
-        services=services,
-        swarm=swarm,
-        image=image,
-        restart_metrics=cfg.monitoring.enabled,
-    ),
-)
+# 4. The GPU-reserving services, then the launch of the training job; a cluster stack
+# has only the idle tasks every job's tasks come after.
+launch = None
+services = None
+if cfg.kind == "cluster":
+    assert isinstance(image, TrainingImage) and isinstance(network, OverlayNetwork)
+    assert isinstance(swarm, SwarmCluster) and facts is not None
+    ClusterServices(
+        f"{stack}-idle",
+        ClusterServicesArgs(cfg.active_hosts, cfg.spares, image, network, swarm, facts),
+    )
+else:
+    services = TrainingServices(
+        f"{stack}-train",
+        TrainingServicesArgs(
+            training=cfg.training,
+            monitoring=cfg.monitoring,
+            network=cfg.network,
+            hosts=cfg.hosts,
+            active_hosts=cfg.active_hosts,
+            workers=cfg.workers,
+            spares=cfg.spares,
+            secret_names=cfg.secret_names,
+            image=image,
+            overlay=network,
+            secrets=secrets,
+            swarm=swarm,
+            facts=facts,
+            job=cfg.job_name,
+        ),
+    )
+    launch = TrainingLaunch(
+        f"{stack}-launch",
+        TrainingLaunchArgs(
+            training=cfg.training,
+            master=cfg.master,
+            training_hosts=cfg.training_hosts,
+            hosts=cfg.hosts,
+            network=cfg.network,
+            preflight=cfg.preflight,
+            services=services,
+            swarm=swarm,
+            image=image,
+            restart_metrics=cfg.monitoring.enabled,
+        ),
+    )
 
 # 5. Optional: JupyterLab on the master, beside the job.
-if cfg.jupyter.enabled:
+if cfg.jupyter.enabled and isinstance(image, TrainingImage) and isinstance(swarm, SwarmCluster):
     jupyter = JupyterLab(
         f"{stack}-jupyter", JupyterLabArgs(cfg.jupyter, cfg.training, cfg.master, image, swarm)
     )
@@ -80,7 +117,8 @@ if cfg.jupyter.enabled:
 
 # 6. Optional monitoring (Prometheus, node exporters): nothing of it exists when off.
 monitoring = None
-if cfg.monitoring.enabled:
+if cfg.monitoring.enabled and isinstance(network, OverlayNetwork):
+    assert isinstance(swarm, SwarmCluster)
     monitoring = Monitoring(
         f"{stack}-monitoring",
         MonitoringArgs(
@@ -97,43 +135,51 @@ if cfg.monitoring.enabled:
         ),
     )
 
-# 7. Outputs a PR preview and an operator read.
-pulumi.export("masterAddress", launch.master_address)
+# 7. Outputs a PR preview and an operator read (a job stack reads its cluster's).
 pulumi.export("masterHost", cfg.master.address)
-pulumi.export("hostfile", launch.hostfile)
-pulumi.export("rankMap", launch.rank_map)
-pulumi.export("serviceNames", services.service_names)
-pulumi.export("imageTag", image.tag)
 pulumi.export("imageRef", image.ref)
 pulumi.export("networkId", network.network_id)
-pulumi.export("networkName", network.network_name)
-pulumi.export("networkMtu", network.mtu)
 pulumi.export("swarmId", swarm.swarm_id)
-pulumi.export("logsCommand", launch.logs_command)
-pulumi.export("trainingLog", launch.training_log)
-pulumi.export("trainingSteps", cfg.training.steps)
-pulumi.export(
-    "run",
-    {
-        "state": launch.run.state,
-        "reason": launch.run.reason,
-        "step": launch.run.step,
-        "checkpoint": launch.run.checkpoint,
-        "restarts": launch.run.restarts,
-        "relaunches": launch.run.relaunches,
-    },
-)
-if launch.gate is not None:
-    pulumi.export("gate", launch.gate.summary)
-if launch.code is not None:
-    # The version the run trains with: what its checkpoints were made by.
+if isinstance(image, TrainingImage):
+    pulumi.export("imageTag", image.tag)
+if isinstance(network, OverlayNetwork):
+    pulumi.export("networkName", network.network_name)
+    pulumi.export("networkMtu", network.mtu)
+if cfg.kind == "cluster" and isinstance(secrets, ClusterSecrets):
+    # What its job stacks mount the secrets by (ids and names, never the values).
     pulumi.export(
-        "code",
+        "secretRefs", {n: {"id": s.id, "name": s.name} for n, s in secrets.secrets.items()}
+    )
+if launch is not None and services is not None:
+    pulumi.export("masterAddress", launch.master_address)
+    pulumi.export("hostfile", launch.hostfile)
+    pulumi.export("rankMap", launch.rank_map)
+    pulumi.export("serviceNames", services.service_names)
+    pulumi.export("logsCommand", launch.logs_command)
+    pulumi.export("trainingLog", launch.training_log)
+    pulumi.export("trainingSteps", cfg.training.steps)
+    pulumi.export(
+        "run",
         {
-            "digest": launch.code.digest,
-            "path": launch.code.path,
-            "files": len(launch.code.bundle.files),
+            "state": launch.run.state,
+            "reason": launch.run.reason,
+            "step": launch.run.step,
+            "checkpoint": launch.run.checkpoint,
+            "restarts": launch.run.restarts,
+            "relaunches": launch.run.relaunches,
         },
     )
+    if launch.gate is not None:
+        pulumi.export("gate", launch.gate.summary)
+    if launch.code is not None:
+        # The version the run trains with: what its checkpoints were made by.
+        pulumi.export(
+            "code",
+            {
+                "digest": launch.code.digest,
+                "path": launch.code.path,
+                "files": len(launch.code.bundle.files),
+            },
+        )
 if monitoring is not None:
     pulumi.export("prometheusAddress", monitoring.address)

@@ -2,15 +2,20 @@
 logs its first step on the new code. Today's path (the image's own code: a new image,
 every training service rolled, the tasks replaced) and synced code
 (`training.code.dir`: the new version copied to the data dir, the launch alone
-restarted in the same tasks), side by side in one run on one stack and one lab.
+restarted in the same tasks), and a job on a cluster stack changed and submitted
+again with the job command (`scripts/job submit`, docs/jobs.md), side by side in one
+run on one lab.
 
     scripts/bootstrap && . scripts/env.sh && python -m bench.edit_bench [--stack dev|lab8]
+        [--paths image,code,targeted,job]
 
 `dev`: 2 lab hosts x 2 fake GPUs; `lab8`: the 9-host lab (8 training hosts and a spare).
 Uses its own stack (`bench-edit`, the stack's config, state in a temp folder) and
-brings the lab up and down itself; the image bases must exist (images/prepare). Both
-paths resume from the run's newest checkpoint, so the figure is the time to the
-first new step, not a cold start.
+brings the lab up and down itself; the image bases must exist (images/prepare). The
+job path comes last, on the same lab: the single stack is destroyed, a cluster stack
+(`bench-edit-cluster`, the same config with `kind: cluster`) and a job
+(`bench-edit-job`) are made on it. Every path resumes from the run's newest
+checkpoint, so the figure is the time to the first new step, not a cold start.
 """
 
 from __future__ import annotations
@@ -24,18 +29,22 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.engine_bench import SECRETS, bench_stack, lab
-from harness import ROOT
+from harness import ROOT, image_code
 from harness.configs import committed
 from harness.lab import logged_steps, resumes_in, run_log, service_versions
 from harness.stack import Stack
 from harness.waits import wait_for
+from jobs.command import JobSpec, remove, stack_file, submit
 
 STACK = "bench-edit"
 RUN = "edit"
+CLUSTER, JOB = "bench-edit-cluster", "bench-edit-job"
+PATHS = ("image", "code", "targeted", "job")
 LABS = {"dev": ("2", "2"), "lab8": ("9", "8")}
 """Stack -> (`lab up --hosts`, `--gpus`)."""
 IMPORT = "from dss_train.main import main"
@@ -47,24 +56,24 @@ def edit(train_py: Path, mark: str) -> None:
     train_py.write_text(text.replace(IMPORT, f"print({mark!r}, flush=True)\n{IMPORT}", 1))
 
 
-def log_size() -> int:
-    log = run_log(RUN, "launcher.log")
+def log_size(run: str = RUN) -> int:
+    log = run_log(run, "launcher.log")
     return log.stat().st_size if log.exists() else 0
 
 
-def first_new_step(offset: int, mark: str, timeout: float = 1200) -> int:
+def first_new_step(offset: int, mark: str, timeout: float = 1200, run: str = RUN) -> int:
     """Wait for the new code's start (`mark` in launcher.log after `offset`), its
     resume, and the first step it logs; that step."""
 
     def resumed() -> int | None:
-        text = run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
+        text = run_log(run, "launcher.log").read_bytes()[offset:].decode(errors="replace")
         if mark not in text:
             return None
         found = resumes_in(text[text.index(mark) :])
         return found[0].next_step if found else None
 
     step = int(wait_for("the new code's resume", resumed, timeout, 0.5))
-    wait_for(f"step {step} logged", lambda: step in logged_steps(RUN), timeout, 0.5)
+    wait_for(f"step {step} logged", lambda: step in logged_steps(run), timeout, 0.5)
     return step
 
 
@@ -96,7 +105,44 @@ def measure(stack: Stack, train_py: Path, mark: str, *up_args: str) -> dict[str,
     return {"up_s": up_s, "step_s": step_s, "step": step, "rolled": rolled}
 
 
-def one_run(state: Path, work: Path, stack_name: str) -> dict[str, dict[str, Any]]:
+def measure_job(cluster: Stack, spec: JobSpec, mark: str) -> dict[str, Any]:
+    """Edit the job's train.py, submit it again, first new step (as `measure`)."""
+    before, offset = service_versions(), log_size(spec.name)
+    edit(spec.code_dir / "train.py", mark)
+    t0 = time.monotonic()
+    submit(spec, env=cluster.env, out=lambda _: None)
+    up_s = time.monotonic() - t0
+    step = first_new_step(offset, mark, run=spec.name)
+    step_s = time.monotonic() - t0
+    after = service_versions()
+    rolled = sorted(n for n in after if after[n] != before.get(n))
+    return {"up_s": up_s, "step_s": step_s, "step": step, "rolled": rolled}
+
+
+def job_path(state: Path, work: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """A cluster stack on the lab, a job on it training synced code, one line changed
+    and submitted again; the cluster and the job removed afterwards."""
+    cluster = bench_stack(CLUSTER, state, {**config, "deepspeed-swarm:kind": "cluster"})
+    code = image_code(work / "jobcode")
+    spec = JobSpec(name=JOB, cluster=CLUSTER, code_dir=code, steps=100000)
+    try:
+        cluster.init(SECRETS)
+        cluster.pulumi("up", "--yes", "--skip-preview")
+        submit(spec, env=cluster.env, out=lambda _: None)
+        wait_for("three logged steps", lambda: len(logged_steps(JOB)) >= 3, 1200, 2)
+        m = measure_job(cluster, spec, "dss-bench: job v2")
+        remove(JOB, env=cluster.env, out=lambda _: None)
+        cluster.pulumi("destroy", "--yes", "--skip-preview")
+        cluster.pulumi("stack", "rm", "--yes", "--force")
+    finally:
+        stack_file(JOB).unlink(missing_ok=True)
+        cluster.config_file.unlink(missing_ok=True)
+    return m
+
+
+def one_run(
+    state: Path, work: Path, stack_name: str, paths: Sequence[str]
+) -> dict[str, dict[str, Any]]:
     hosts, gpus = LABS[stack_name]
     lab("down")
     lab("up", "--hosts", hosts, "--gpus", gpus)
@@ -108,27 +154,39 @@ def one_run(state: Path, work: Path, stack_name: str) -> dict[str, dict[str, Any
     config["deepspeed-swarm:image"] = {**config["deepspeed-swarm:image"], "context": str(ctx)}
     stack = bench_stack(STACK, state, config)
     out: dict[str, dict[str, Any]] = {}
+    single = [p for p in paths if p != "job"]
     try:
+        if not single:
+            out["job"] = job_path(state, work, config)
+            return out
         stack.init(SECRETS)
         stack.pulumi("up", "--yes", "--skip-preview")
         wait_for("three logged steps", lambda: len(logged_steps(RUN)) >= 3, 1200, 2)
-        out["image"] = measure(stack, ctx / "train.py", "dss-bench: image v2")
+        if "image" in paths:
+            out["image"] = measure(stack, ctx / "train.py", "dss-bench: image v2")
         # Switch the run to synced code (the image's, as it is now), then change it.
         shutil.copy(ctx / "train.py", code / "train.py")
         shutil.copytree(ctx / "dss_train", code / "dss_train")
         stack.pulumi("config", "set", "--path", "training.code.dir", str(code))
         stack.pulumi("config", "set", "--path", "training.script", "train.py")
-        offset = log_size()
-        stack.pulumi("up", "--yes", "--skip-preview")
-        first_new_step(offset, "dss-bench: image v2")
-        out["code"] = measure(stack, code / "train.py", "dss-bench: code v3")
-        # The same change with the engine told which resources it touches: the other
-        # resources' diffs (the per-host preflight over SSH among them) are skipped.
-        out["targeted"] = measure(stack, code / "train.py", "dss-bench: code v4", *targets(stack))
-        # The targeted `up` left nothing behind: a full preview proposes nothing.
-        stack.pulumi("preview", "--expect-no-changes")
+        if "code" in paths or "targeted" in paths:
+            offset = log_size()
+            stack.pulumi("up", "--yes", "--skip-preview")
+            first_new_step(offset, "dss-bench: image v2" if "image" in paths else "")
+        if "code" in paths:
+            out["code"] = measure(stack, code / "train.py", "dss-bench: code v3")
+        if "targeted" in paths:
+            # The same change with the engine told which resources it touches: the other
+            # resources' diffs (the per-host preflight over SSH among them) are skipped.
+            out["targeted"] = measure(
+                stack, code / "train.py", "dss-bench: code v4", *targets(stack)
+            )
+            # The targeted `up` left nothing behind: a full preview proposes nothing.
+            stack.pulumi("preview", "--expect-no-changes")
         stack.pulumi("destroy", "--yes", "--skip-preview")
         stack.pulumi("stack", "rm", "--yes", "--force")
+        if "job" in paths:
+            out["job"] = job_path(state, work, config)
     finally:
         stack.config_file.unlink(missing_ok=True)
         lab("down")
@@ -138,12 +196,16 @@ def one_run(state: Path, work: Path, stack_name: str) -> dict[str, dict[str, Any
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stack", choices=sorted(LABS), default="dev")
+    ap.add_argument("--paths", default=",".join(PATHS), help="a comma list of " + ", ".join(PATHS))
     a = ap.parse_args()
+    paths = [p for p in a.paths.split(",") if p]
+    if not paths or set(paths) - set(PATHS):
+        raise SystemExit(f"--paths {a.paths!r}; allowed: a comma list of {', '.join(PATHS)}")
     if shutil.which("pulumi") is None:
         raise SystemExit("pulumi is not on PATH: run `. scripts/env.sh` (after scripts/bootstrap)")
     with tempfile.TemporaryDirectory(prefix="dss-bench-edit-") as tmp:
         (Path(tmp) / "state").mkdir()
-        r = one_run(Path(tmp) / "state", Path(tmp), a.stack)
+        r = one_run(Path(tmp) / "state", Path(tmp), a.stack, paths)
     cmd = shlex.join(["python", "-m", "bench.edit_bench", *sys.argv[1:]])
     hosts, gpus = LABS[a.stack]
     print(
@@ -156,8 +218,11 @@ def main() -> int:
         "image": "today: the image's code (new image, services rolled)",
         "code": "`training.code.dir` (code copied, launch restarted)",
         "targeted": "same, `up --target` the code, launch and run record only",
+        "job": "a job stack: `scripts/job submit` again (code copied, launch restarted)",
     }
     for key, what in rows.items():
+        if key not in r:
+            continue
         m = r[key]
         rolled = ", ".join(m["rolled"]) or "none"
         print(f"| {what} | {m['up_s']:.1f} | {m['step_s']:.1f} | {rolled} |")

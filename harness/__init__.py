@@ -10,3 +10,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 """The project root (Pulumi.yaml, `__main__.py`, the committed stack files)."""
+
+
+def image_code(dest: Path) -> Path:
+    """A code dir at `dest` as a user starts one: the image's own `train.py` and its
+    package (`training.code.dir` for the engine tests and the edit bench)."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "images" / "train.py", dest / "train.py")
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "images" / "dss_train", dest / "dss_train", ignore=skip)
+    return dest

@@ -40,6 +40,16 @@ STANDBY_SERVICE = "ds-standby"
 JUPYTER_SERVICE = "ds-jupyter"
 TRAINING_SERVICES = (MASTER_SERVICE, WORKER_SERVICE)
 
+
+def training_service_names(job: str | None) -> tuple[str, str]:
+    """The master and worker services of a job stack (`<job>-master`, `<job>-worker`),
+    or of a single stack (None: `ds-master`, `ds-worker`, as every stack before jobs):
+    several jobs on one swarm need names of their own."""
+    if job is None:
+        return MASTER_SERVICE, WORKER_SERVICE
+    return f"{job}-master", f"{job}-worker"
+
+
 # --- Labels --------------------------------------------------------------------------
 # Node labels the program owns (users' labels may not use the prefix).
 LABEL_PREFIX = "dss."

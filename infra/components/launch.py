@@ -27,13 +27,13 @@ from typing import Any, cast
 import pulumi
 import pulumi_command as command
 
+from infra.components.clusterref import ClusterRef
 from infra.components.code import TrainingCode, TrainingCodeArgs
 from infra.components.gate import BandwidthGate, BandwidthGateArgs
 from infra.components.image import TrainingImage
 from infra.components.services import TrainingServices
 from infra.components.swarm import SwarmCluster
 from infra.config import Host, Network, Preflight, Training, code_dir, duration_seconds
-from infra.layout import MASTER_SERVICE, WORKER_SERVICE
 from infra.providers.roster import TaskRoster
 from infra.providers.run import TrainingRun
 from infra.render.launch import (
@@ -68,8 +68,8 @@ class TrainingLaunchArgs:
     preflight: Preflight
     """`ssh_private_key_file`: the key the launch connects with (else the agent)."""
     services: TrainingServices
-    swarm: SwarmCluster
-    image: TrainingImage
+    swarm: SwarmCluster | ClusterRef
+    image: TrainingImage | ClusterRef
     restart_metrics: bool = False
     """The supervisors keep their restart counts as Prometheus text files on the data
     dir, for the node exporters (monitoring.enabled). Default false: the launch script
@@ -146,7 +146,7 @@ class TrainingLaunch(pulumi.ComponentResource):
             follow = Follow(
                 hostfile=hostfile_path(t),
                 port=t.sshd_port,
-                names=() if host_plane else (f"tasks.{WORKER_SERVICE}",),
+                names=() if host_plane else (f"tasks.{args.services.worker_name}",),
                 addresses=tuple(h.address for h in args.hosts) if host_plane else (),
                 forget_host_keys=host_plane,
             )
@@ -161,7 +161,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         self.hostfile = entries.apply(lambda es: render_hostfile(es, slots))
         self.rank_map = entries.apply(lambda es: rank_map(es, slots))
         self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
-        self.logs_command = logs_command(args)
+        self.logs_command = logs_command(args, args.services.master_name)
         self.training_log = metrics_path(args)
         # The code, when synced: on the data dir before anything runs it, its digest
         # in the script's path and the launch's triggers.
@@ -208,11 +208,12 @@ class TrainingLaunch(pulumi.ComponentResource):
         ssh_launch = t.launcher == "deepspeed" and t.launch_mode != "no_ssh"
         # pdsh: one launcher on the master reaches every node over SSH.
         # no_ssh/torchrun: one launcher per node, each told its node rank.
+        master_svc, worker_svc = args.services.master_name, args.services.worker_name
         targets = (
-            [(args.master, MASTER_SERVICE, None)]
+            [(args.master, master_svc, None)]
             if ssh_launch
             else [
-                (h, MASTER_SERVICE if i == 0 else WORKER_SERVICE, i)
+                (h, master_svc if i == 0 else worker_svc, i)
                 for i, h in enumerate(args.training_hosts)
             ]
         )

@@ -1,4 +1,6 @@
-"""TrainingServices: `ds-master` (1 task) and `ds-worker` (one task per other host).
+"""TrainingServices: `ds-master` (1 task) and `ds-worker` (one task per other host);
+in a job stack `<job>-master` and `<job>-worker`. ClusterServices: a cluster stack's
+warm-up and standby tasks, which a single stack's TrainingServices holds itself.
 
 Each task reserves its node's GPUs as Swarm generic resources (`NVIDIA-GPU`), so
 the scheduler itself refuses to over-commit a host; placement pins the master and
@@ -12,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_docker as docker
 
+from infra.components.clusterref import ClusterRef
 from infra.components.hostfacts import HostFacts
 from infra.components.image import TrainingImage
 from infra.components.network import OverlayNetwork
@@ -28,13 +31,12 @@ from infra.config import Host, Monitoring, Network, Training, size_bytes
 from infra.layout import (
     GPU_RESOURCE,
     IMAGE_HOME,
-    MASTER_SERVICE,
     OVERLAY_ATTACH_FIXED_IN,
     SHM_MOUNT,
     STANDBY_SERVICE,
     TRAIN_UID,
     WARMUP_SERVICE,
-    WORKER_SERVICE,
+    training_service_names,
 )
 from infra.providers.hostnet import SwarmHostNetwork
 from infra.render import specs
@@ -67,15 +69,32 @@ class TrainingServicesArgs:
     spares: Sequence[Host]
     """One standby task each."""
     secret_names: Sequence[str]
+    image: TrainingImage | ClusterRef
+    overlay: OverlayNetwork | ClusterRef
+    secrets: ClusterSecrets | ClusterRef
+    swarm: SwarmCluster | ClusterRef
+    facts: HostFacts | None
+    """None in a job stack: its cluster stack runs the warm-up and standby tasks
+    (ClusterServices), which every job's tasks share."""
+    job: str | None = None
+    """A job stack's name, its services' prefix (None: `ds-master`, `ds-worker`)."""
+
+
+@dataclass(frozen=True)
+class ClusterServicesArgs:
+    """A cluster stack's idle tasks: the overlay warm-up on its active hosts (where
+    their engines need it), the standby on its spares."""
+
+    active_hosts: Sequence[Host]
+    spares: Sequence[Host]
     image: TrainingImage
     overlay: OverlayNetwork
-    secrets: ClusterSecrets
     swarm: SwarmCluster
     facts: HostFacts
 
 
 def container_spec(
-    cfg: TaskEnvSource, image_ref: pulumi.Input[str], secrets: dict[str, docker.Secret]
+    cfg: TaskEnvSource, image_ref: pulumi.Input[str], secrets: Mapping[str, specs.SwarmSecret]
 ) -> docker.ServiceTaskSpecContainerSpecArgs:
     """The container of every training task."""
     t = cfg.training
@@ -226,15 +245,95 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
     return pulumi.Output.all(*inputs).apply(digest)
 
 
+def idle_services(
+    name: str,
+    active_hosts: Sequence[Host],
+    spares: Sequence[Host],
+    image_ref: pulumi.Output[str],
+    network_id: pulumi.Output[str],
+    facts: HostFacts,
+    opts: pulumi.ResourceOptions,
+) -> tuple[docker.Service, docker.Service | None]:
+    """The warm-up service (its tasks on `active_hosts` where their engines need it)
+    and the spares' standby (None without spares), before any GPU-reserving task."""
+    # One task per node as a replicated service (one replica per host, at most
+    # one per node) rather than `global` mode: the docker provider refuses
+    # `converge_config` with global mode ("mode.0.global conflicts with
+    # converge_config"), and without it the GPU services could be created
+    # before any warm-up task ran. Its task count comes from the hosts' engines as
+    # their facts read them (known in a preview of a deployed stack); the service
+    # itself always exists, so an engine upgrade scales it rather than removing
+    # what the GPU services depend on.
+    active = [facts.facts[h.name].observed for h in active_hosts]
+    warmup_tasks = pulumi.Output.all(*active).apply(
+        lambda observed: warmup_replicas(len(active), observed)
+    )
+    warmup = docker.Service(
+        f"{name}-net-warmup",
+        name=WARMUP_SERVICE,
+        mode=specs.replicated(warmup_tasks),
+        task_spec=warmup_spec(image_ref, network_id),
+        endpoint_spec=specs.dnsrr(),
+        converge_config=specs.converge("5m"),
+        opts=opts,
+    )
+    standby = (
+        docker.Service(
+            f"{name}-standby",
+            name=STANDBY_SERVICE,
+            mode=specs.replicated(len(spares)),
+            task_spec=standby_spec(image_ref),
+            endpoint_spec=specs.dnsrr(),
+            converge_config=specs.converge("5m"),
+            opts=opts,
+        )
+        if spares
+        else None
+    )
+    return warmup, standby
+
+
+class ClusterServices(pulumi.ComponentResource):
+    """A cluster stack's idle tasks, which its jobs' GPU-reserving tasks come after:
+    the overlay warm-up and the spares' standby (what a single stack's
+    TrainingServices creates beside its master and workers)."""
+
+    warmup: docker.Service
+    standby: docker.Service | None
+
+    def __init__(
+        self, name: str, args: ClusterServicesArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("deepspeed-swarm:services:ClusterServices", name, None, opts)
+        self.warmup, self.standby = idle_services(
+            name,
+            args.active_hosts,
+            args.spares,
+            args.image.ref,
+            args.overlay.network_id,
+            args.facts,
+            pulumi.ResourceOptions(
+                parent=self,
+                provider=args.swarm.manager_provider,
+                depends_on=[args.image, args.overlay, args.facts],
+            ),
+        )
+        self.register_outputs({})
+
+
 class TrainingServices(pulumi.ComponentResource):
     """The master and worker services of the training job."""
 
-    warmup: docker.Service
+    warmup: docker.Service | None
     """`ds-net-warmup`: one task per node on the overlay, before any GPU task, on
-    engines that need it; no task on current ones."""
+    engines that need it; no task on current ones (None in a job stack: the
+    cluster's)."""
     standby: docker.Service | None
-    """`ds-standby`: one idle task per spare host (none without spares)."""
+    """`ds-standby`: one idle task per spare host (none without spares, or in a job
+    stack)."""
     master: docker.Service
+    master_name: str
+    worker_name: str
     workers: docker.Service | None
     service_names: list[str]
     task_spec_digest: pulumi.Output[str]
@@ -253,7 +352,11 @@ class TrainingServices(pulumi.ComponentResource):
         network_id = args.overlay.network_id
         secrets = args.secrets.secrets
         provider = args.swarm.manager_provider
-        depends_on: list[pulumi.Resource] = [args.image, args.overlay, args.secrets, args.facts]
+        depends_on: list[pulumi.Resource] = list(
+            dict.fromkeys(
+                [args.image, args.overlay, args.secrets, *([args.facts] if args.facts else [])]
+            )
+        )
         # On the host data plane the training tasks join Swarm's `host` network (a
         # service on it can join no other): by the id Swarm reads back (hostnet.py).
         self.host_network = (
@@ -271,26 +374,18 @@ class TrainingServices(pulumi.ComponentResource):
         spec = container_spec(args, image_ref, secrets)
         rp = t.restart_policy
 
-        # One task per node as a replicated service (one replica per host, at most
-        # one per node) rather than `global` mode: the docker provider refuses
-        # `converge_config` with global mode ("mode.0.global conflicts with
-        # converge_config"), and without it the GPU services could be created
-        # before any warm-up task ran. Its task count comes from the hosts' engines as
-        # their facts read them (known in a preview of a deployed stack); the service
-        # itself always exists, so an engine upgrade scales it rather than removing
-        # what the GPU services depend on.
-        active = [args.facts.facts[h.name].observed for h in args.active_hosts]
-        warmup_tasks = pulumi.Output.all(*active).apply(
-            lambda observed: warmup_replicas(len(active), observed)
-        )
-        self.warmup = docker.Service(
-            f"{name}-net-warmup",
-            name=WARMUP_SERVICE,
-            mode=specs.replicated(warmup_tasks),
-            task_spec=warmup_spec(image_ref, network_id),
-            endpoint_spec=specs.dnsrr(),
-            converge_config=specs.converge("5m"),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
+        self.warmup, self.standby = (
+            idle_services(
+                name,
+                args.active_hosts,
+                args.spares,
+                image_ref,
+                network_id,
+                args.facts,
+                pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
+            )
+            if args.facts is not None
+            else (None, None)
         )
 
         def task_spec(role: str) -> docker.ServiceTaskSpecArgs:
@@ -305,21 +400,8 @@ class TrainingServices(pulumi.ComponentResource):
             )
 
         # Before the workers: the standby task must be on the spares when Swarm
-        # places `ds-worker` (standby_spec says why).
-        self.standby = (
-            docker.Service(
-                f"{name}-standby",
-                name=STANDBY_SERVICE,
-                mode=specs.replicated(len(args.spares)),
-                task_spec=standby_spec(image_ref),
-                endpoint_spec=specs.dnsrr(),
-                converge_config=specs.converge("5m"),
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
-            )
-            if args.spares
-            else None
-        )
-        before_gpu_tasks = [self.warmup, *([self.standby] if self.standby else [])]
+        # places the workers (standby_spec says why).
+        before_gpu_tasks = [s for s in (self.warmup, self.standby) if s is not None]
 
         def service(svc_name: str, role: str, replicas: int) -> docker.Service:
             return docker.Service(
@@ -343,10 +425,11 @@ class TrainingServices(pulumi.ComponentResource):
                 ),
             )
 
-        self.master = service(MASTER_SERVICE, "master", 1)
+        self.master_name, self.worker_name = training_service_names(args.job)
+        self.master = service(self.master_name, "master", 1)
         n_workers = len(args.workers)
-        self.workers = service(WORKER_SERVICE, "worker", n_workers) if n_workers else None
-        self.service_names = [MASTER_SERVICE] + ([WORKER_SERVICE] if n_workers else [])
+        self.workers = service(self.worker_name, "worker", n_workers) if n_workers else None
+        self.service_names = [self.master_name] + ([self.worker_name] if n_workers else [])
         self.task_spec_digest = spec_digest(
             args, image_ref, self.training_network_id, *[s.id for s in secrets.values()]
         )

@@ -62,7 +62,7 @@ class SwarmCluster(pulumi.ComponentResource):
         super().__init__("deepspeed-swarm:swarm:SwarmCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.providers = {
-            h.name: docker.Provider(f"{name}-docker-{h.name}", **_provider_args(h), opts=child)
+            h.name: docker.Provider(f"{name}-docker-{h.name}", **provider_args(h), opts=child)
             for h in args.hosts
         }
         leader = args.leader
@@ -110,7 +110,9 @@ class SwarmCluster(pulumi.ComponentResource):
         return list(self.nodes.values())
 
 
-def _provider_args(h: Host) -> dict[str, Any]:
+def provider_args(h: Host) -> dict[str, Any]:
+    """A `docker.Provider`'s arguments for host `h`'s engine (a job stack's provider
+    to its cluster's leader is made the same way: infra/components/clusterref.py)."""
     args: dict[str, Any] = {"host": h.docker_host}
     if h.docker_host.startswith("ssh://"):
         args["ssh_opts"] = ["-o", "BatchMode=yes", "-p", str(h.ssh_port)]

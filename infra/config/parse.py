@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from infra.config.jobs import job_config
 from infra.config.models.stack import CONFIG_KEYS, StackConfig
 from infra.layout import PROJECT
 
@@ -80,11 +83,24 @@ def parse_stack_config(raw: dict[str, Any], secret_keys: set[str] | None = None)
     return cfg
 
 
-def load() -> tuple[StackConfig, dict[str, Any]]:
-    """Read the current stack's config from the engine.
+def _value(text: str | None) -> Any:
+    """A config value as the engine passed it: JSON (objects, lists, numbers), else the
+    plain string (`kind: cluster`)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def load(project_dir: Path | None = None) -> tuple[StackConfig, dict[str, Any]]:
+    """Read the current stack's config from the engine (a job stack's with its
+    cluster's stack file in `project_dir`, infra/config/jobs.py).
 
     Returns the validated config and the secret values (still plain Python
-    values: the caller wraps each in `pulumi.Output.secret` at once).
+    values: the caller wraps each in `pulumi.Output.secret` at once; none for a job,
+    which creates no secret).
     """
     import pulumi
     from pulumi.runtime import config as runtime_config
@@ -93,9 +109,16 @@ def load() -> tuple[StackConfig, dict[str, Any]]:
     present = {*runtime_config.CONFIG.get(), *runtime_config.get_config_env()}
     names = {k.split(":", 1)[1] for k in present if k.startswith(f"{PROJECT}:")}
     cfg = pulumi.Config(PROJECT)
-    raw: dict[str, Any] = {name: cfg.get_object(name) for name in names}
+    raw: dict[str, Any] = {name: _value(cfg.get(name)) for name in names}
     secret_keys = {n for n in names if runtime_config.is_config_secret(f"{PROJECT}:{n}")}
+    values = dict(raw.get("secrets") or {})
     try:
+        if raw.get("kind") == "job":
+            stack = pulumi.get_stack()
+            raw, secret_keys, problems = job_config(raw, stack, project_dir or Path.cwd())
+            if problems:
+                raise ConfigError(problems)
+            values = {}
         parsed = parse_stack_config(raw, secret_keys)
     except ConfigError as e:
         # A RunError is reported by the engine as its message alone, without a
@@ -104,4 +127,4 @@ def load() -> tuple[StackConfig, dict[str, Any]]:
     # Suspicious but valid: shown in the preview, the update goes on.
     for warning in parsed.warnings():
         pulumi.log.warn(warning)
-    return parsed, dict(raw.get("secrets") or {})
+    return parsed, values

@@ -380,9 +380,9 @@ def metrics_path(cfg: LaunchSource) -> str:
     return f"{cfg.training.data_dir}/logs/{cfg.training.run_name}/metrics.jsonl"
 
 
-def logs_command(cfg: LaunchSource) -> str:
-    """What a user runs to follow the training logs."""
+def logs_command(cfg: LaunchSource, service: str = MASTER_SERVICE) -> str:
+    """What a user runs to follow the training logs (of master service `service`)."""
     return (
         f"ssh -p {cfg.master.ssh_port} {cfg.master.ssh_user}@{cfg.master.address} "
-        f"docker service logs -f {MASTER_SERVICE}  # or: tail -f {metrics_path(cfg)}"
+        f"docker service logs -f {service}  # or: tail -f {metrics_path(cfg)}"
     )

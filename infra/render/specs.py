@@ -10,6 +10,7 @@ registers nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import pulumi
 import pulumi_docker as docker
@@ -113,8 +114,19 @@ def data_mount(data_dir: str) -> docker.ServiceTaskSpecContainerSpecMountArgs:
     return bind_mount(data_dir, DATA_MOUNT, read_only=False)
 
 
+class SwarmSecret(Protocol):
+    """What a secret mount needs of a Swarm secret: a `docker.Secret` of this stack, or
+    a cluster's secret a job stack mounts by its exported id and name."""
+
+    @property
+    def id(self) -> pulumi.Output[str]: ...
+
+    @property
+    def name(self) -> pulumi.Output[str]: ...
+
+
 def secret_mount(
-    file_name: str, secret: docker.Secret
+    file_name: str, secret: SwarmSecret
 ) -> docker.ServiceTaskSpecContainerSpecSecretArgs:
     """A secret mounted at /run/secrets/<file_name>, readable by the training user only."""
     return docker.ServiceTaskSpecContainerSpecSecretArgs(

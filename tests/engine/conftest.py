@@ -14,10 +14,12 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import image_code
 from harness.lab import lab_cli, lab_status
 from harness.stack import Stack, project_env
 
@@ -68,6 +70,12 @@ def lab() -> Iterator[dict[str, Any]]:
     """A 2-host lab with 2 fake GPUs each (no swarm: the program forms it)."""
     with lab_of(2) as status:
         yield status
+
+
+@pytest.fixture(scope="module")
+def code(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A code dir (`training.code.dir`): the image's own train.py and its package."""
+    return image_code(tmp_path_factory.mktemp("code"))
 
 
 @pytest.fixture(scope="module")

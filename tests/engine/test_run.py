@@ -14,7 +14,6 @@ Times are printed (the README's acceptance table).
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from harness import ROOT
 from harness.configs import dev_config
 from harness.lab import (
     client,
@@ -100,15 +98,6 @@ def drift(stack: Stack, *args: str) -> str:
     proc = stack.pulumi(*args, "--expect-no-changes", "--diff", check=False)
     assert proc.returncode != 0, f"pulumi {' '.join(args)} found no change:\n{proc.stdout[-3000:]}"
     return proc.stdout + proc.stderr
-
-
-@pytest.fixture(scope="module")
-def code(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A code dir: the image's own train.py and its package, as a user would start one."""
-    root = tmp_path_factory.mktemp("code")
-    shutil.copy(ROOT / "images" / "train.py", root / "train.py")
-    shutil.copytree(ROOT / "images" / "dss_train", root / "dss_train")
-    return root
 
 
 @pytest.fixture(scope="module")

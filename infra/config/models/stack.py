@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, field_validator, model_validator
 
@@ -22,7 +23,11 @@ CONFIG_KEYS = (
     "preflight",
     "jupyter",
     "monitoring",
+    "kind",
+    "cluster",
 )
+
+StackKind = Literal["single", "cluster", "job"]
 
 
 _SECRET_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
@@ -49,6 +54,14 @@ class StackConfig(BaseModel):
     """JupyterLab on the master (optional, off by default)."""
     monitoring: Monitoring = Monitoring()
     """Prometheus, node exporters and per-rank metrics."""
+    kind: StackKind = "single"
+    """`single`: the cluster and its one training run in one stack (every stack before
+    jobs). `cluster`: the cluster only (hosts, swarm, network, secrets, image); its
+    jobs are stacks of their own. `job`: one training job on the cluster stack named
+    by `cluster`; its stack file holds `kind`, `cluster` and `training` only, the rest
+    is read from the cluster's stack file. Default `single`."""
+    cluster: str | None = None
+    """A job stack's cluster stack (its name; `kind: job` only). Default none."""
 
     @field_validator("hosts")
     @classmethod
@@ -75,6 +88,11 @@ class StackConfig(BaseModel):
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    @property
+    def job_name(self) -> str | None:
+        """A job stack's name (its run name, its services' prefix); None otherwise."""
+        return self.training.run_name if self.kind == "job" else None
 
     def warnings(self) -> list[str]:
         """What is valid but suspicious: `load()` shows these in the preview."""

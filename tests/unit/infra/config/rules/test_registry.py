@@ -12,6 +12,7 @@ from infra.config.rules import (
     deepspeed,
     hosts,
     image,
+    kinds,
     monitoring,
     mounts,
     network,
@@ -35,7 +36,7 @@ HELPERS = {
 
 def test_every_rule_function_is_registered() -> None:
     """Each public rule function of a rule module is in RULES exactly once."""
-    modules = (code, deepspeed, hosts, image, monitoring, mounts, network, ports, training)
+    modules = (code, deepspeed, hosts, image, kinds, monitoring, mounts, network, ports, training)
     defined = {
         f
         for m in modules

@@ -1,0 +1,109 @@
+"""ClusterRef: what a job stack uses of its cluster stack, read through a stack reference.
+
+A job stack owns its GPU-reserving services, its code and its launch; the hosts,
+the swarm, the overlay, the secrets and the image are its cluster stack's
+(infra/config/jobs.py). This component stands where a single stack has
+`SwarmCluster`, `TrainingImage`, `OverlayNetwork` and `ClusterSecrets`: the image
+reference, the network id and the secrets' ids come from the cluster's outputs
+(`imageRef`, `networkId`, `secretRefs`), the docker provider and the hosts'
+endpoints from the cluster's stack file. So a job's preview never shows a cluster
+resource, and a cluster change reaches a job only as a changed output, which the
+job's own preview shows as a restart of its services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_docker as docker
+
+from infra.components.swarm import endpoint, provider_args
+from infra.config import Host
+from infra.layout import SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
+
+
+@dataclass(frozen=True)
+class ClusterRefArgs:
+    """The cluster stack's name, its hosts and leader (from its stack file), and the
+    names of the secrets it holds."""
+
+    cluster: str
+    hosts: Sequence[Host]
+    leader: Host
+    secret_names: Sequence[str]
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A cluster's Swarm secret, by the id and name its stack exports."""
+
+    id: pulumi.Output[str]
+    name: pulumi.Output[str]
+
+
+def stack_path(cluster: str) -> str:
+    """The fully qualified name of this project's stack `cluster` (what a stack
+    reference takes; on a file backend the organization is `organization`)."""
+    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{cluster}"
+
+
+class ClusterRef(pulumi.ComponentResource):
+    """The cluster stack a job runs on: its outputs, its leader's engine, its hosts."""
+
+    stack: pulumi.StackReference
+    manager_provider: docker.Provider
+    """The cluster leader's engine: where the job's services are created."""
+    endpoints: dict[str, dict[str, Any]]
+    """Per host name, its Docker endpoint as plain data (for dynamic providers)."""
+    leader_endpoint: dict[str, Any]
+    ref: pulumi.Output[str]
+    """The cluster's training image, by digest (its `imageRef`)."""
+    network_id: pulumi.Output[str]
+    """The cluster's overlay (its `networkId`)."""
+    secrets: dict[str, SecretRef]
+    """Per file name, the cluster's secret (its `secretRefs`): the SSH key pair the
+    launch's pdsh uses, and the secrets named in the cluster's stack file."""
+    swarm_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ClusterRefArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("deepspeed-swarm:clusterref:ClusterRef", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.stack = pulumi.StackReference(f"{name}-stack", stack_path(args.cluster), opts=child)
+        leader = args.leader
+        self.manager_provider = docker.Provider(
+            f"{name}-docker-{leader.name}", **provider_args(leader), opts=child
+        )
+        self.endpoints = {h.name: endpoint(h) for h in args.hosts}
+        self.leader_endpoint = self.endpoints[leader.name]
+        # require_output: a cluster stack not deployed (or of another kind) fails the
+        # job's preview with the output's name, before any service is created.
+        self.ref = self.stack.require_output("imageRef").apply(str)
+        self.network_id = self.stack.require_output("networkId").apply(str)
+        self.swarm_id = self.stack.require_output("swarmId").apply(str)
+        refs = self.stack.require_output("secretRefs")
+        # The cluster's secrets as ClusterSecrets makes them: the launch's SSH key pair,
+        # then the stack's named secrets.
+        files = [SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE, *sorted(args.secret_names)]
+        self.secrets = {
+            n: SecretRef(id=_field(refs, n, "id"), name=_field(refs, n, "name")) for n in files
+        }
+        self.register_outputs({"image_ref": self.ref, "network_id": self.network_id})
+
+    @property
+    def members(self) -> list[pulumi.Resource]:
+        """What the job's swarm-scoped objects wait for: the cluster's outputs."""
+        return [self.stack]
+
+
+def _field(refs: pulumi.Output[Any], secret: str, key: str) -> pulumi.Output[str]:
+    """One field of one secret in the cluster's `secretRefs` output."""
+
+    def pick(r: dict[str, dict[str, Any]]) -> str:
+        return str(r[secret][key])
+
+    return refs.apply(pick)

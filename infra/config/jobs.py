@@ -1,0 +1,88 @@
+"""A job stack's configuration: its own `training` over its cluster stack's file.
+
+A job stack file holds `kind: job`, `cluster` (the cluster stack's name) and
+`training`. Everything else a job needs to place and launch its tasks (hosts, the
+network, preflight, the secrets' names, the image settings) is the cluster's and is
+read from the cluster's stack file in this project, never copied: a job follows its
+cluster's file as the repository has it. The cluster's `training` section holds the
+defaults every job starts from (its data dir, launcher, shm size); a job's keys
+replace them key by key. The cluster's resources themselves (image, network, secret
+ids) reach the job through a stack reference (infra/components/clusterref.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infra.config.stackfile import stack_file_values
+
+JOB_KEYS = ("kind", "cluster", "training")
+"""The keys a job stack's file may hold."""
+CLUSTER_ONLY = ("kind", "training", "secrets", "jupyter", "monitoring")
+"""The cluster's keys a job does not take as they are (its kind, its job defaults,
+its secret values, what only the cluster deploys)."""
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over`'s keys over `base`'s, objects merged key by key, lists replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def job_config(
+    job: dict[str, Any], stack: str, project_dir: Path
+) -> tuple[dict[str, Any], set[str], list[str]]:
+    """The raw config of job stack `stack` (its file's values `job`) with its cluster's.
+
+    Returns the merged raw values, the keys to treat as secret, and the problems found
+    (each naming key, value and what is allowed); with problems, the values are `job`.
+    """
+    # Pulumi.yaml's defaults ({} and [] for every object key) reach every stack's
+    # program: only a value someone set is a cluster's key in the wrong file.
+    problems = [
+        f"{k}: belongs to the cluster stack, not a job stack; allowed in a job stack: "
+        + ", ".join(JOB_KEYS)
+        for k in sorted(set(job) - set(JOB_KEYS))
+        if job[k] not in ({}, [], None)
+    ]
+    training = job.get("training") or {}
+    run_name = training.get("run_name") if isinstance(training, dict) else None
+    if run_name not in (None, stack):
+        problems.append(
+            f"training.run_name: {run_name!r} in job stack {stack!r}; allowed: unset or "
+            f"{stack!r} (a job's run, checkpoints and services are named after its stack)"
+        )
+    name = job.get("cluster")
+    if not isinstance(name, str) or not name:
+        problems.append(
+            f"cluster: {name!r}; allowed: the name of a stack of this project with kind: cluster"
+        )
+        return job, set(), problems
+    path = project_dir / f"Pulumi.{name}.yaml"
+    if not path.is_file():
+        problems.append(
+            f"cluster: {name!r} has no stack file {path.name} beside Pulumi.yaml; allowed: "
+            "a stack of this project with kind: cluster"
+        )
+        return job, set(), problems
+    cluster = stack_file_values(path.read_text())
+    if cluster.get("kind") != "cluster":
+        problems.append(
+            f"cluster: {name!r} has kind {cluster.get('kind', 'single')!r}; allowed: a "
+            "stack with kind: cluster"
+        )
+    if problems:
+        return job, set(), problems
+    raw = {k: v for k, v in cluster.items() if k not in CLUSTER_ONLY}
+    defaults = cluster.get("training") or {}
+    raw["training"] = merged(defaults, {**training, "run_name": stack})
+    raw["kind"], raw["cluster"] = "job", name
+    # Only the secrets' names: their values stay encrypted in the cluster's file and
+    # in the swarm; the job mounts them by the ids the cluster exports.
+    secrets = cluster.get("secrets") or {}
+    encrypted = all(isinstance(v, dict) and "secure" in v for v in secrets.values())
+    raw["secrets"] = {k: None for k in secrets}
+    return raw, {"secrets"} if encrypted else set(), problems

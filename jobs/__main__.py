@@ -1,0 +1,85 @@
+"""`scripts/job`: submit, list, follow, stop and remove jobs (jobs/__init__.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pulumi import automation as auto
+
+from infra.config import ConfigError
+from jobs import command
+
+
+def _set(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--set {text!r}; allowed: key=value (value as JSON)")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="scripts/job", description=command.__doc__)
+    sub = p.add_subparsers(dest="op", required=True)
+    s = sub.add_parser("submit", help="write the job's stack file and pulumi up it")
+    s.add_argument("dir", type=Path, help="the code dir (synced to the tasks, no image build)")
+    s.add_argument("--name", required=True, help="the job: its stack, run and services")
+    s.add_argument("--cluster", required=True, help="the cluster stack (kind: cluster)")
+    s.add_argument("--script", default="train.py", help="in the code dir (default train.py)")
+    s.add_argument("--steps", type=int)
+    s.add_argument("--checkpoint-every", type=int)
+    s.add_argument("--gpus-per-node", type=int)
+    s.add_argument("--ds-config", help="a DeepSpeed config file in the project")
+    s.add_argument("--set", type=_set, action="append", default=[], metavar="KEY=JSON",
+                   help="another training key (repeatable)")  # fmt: skip
+    s.add_argument("args", nargs=argparse.REMAINDER, help="after --: the script's arguments")
+    ls = sub.add_parser("list", help="every job: state, step, loss, GPUs")
+    ls.add_argument("--refresh", action="store_true", help="read each run's state now")
+    lg = sub.add_parser("logs", help="the job's launcher log, from its master host")
+    lg.add_argument("name")
+    lg.add_argument("--node", help="the lines of the job's task on this swarm node only")
+    lg.add_argument("--rank", type=int, help="the lines of the task running this rank only")
+    lg.add_argument("--lines", type=int, default=50)
+    lg.add_argument("--follow", "-f", action="store_true")
+    sub.add_parser("stop", help="stop the run, remove its services").add_argument("name")
+    sub.add_parser("remove", help="stop, then drop the stack and its file").add_argument("name")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        if a.op == "submit":
+            args = a.args[1:] if a.args[:1] == ["--"] else a.args
+            spec = command.JobSpec(
+                name=a.name, cluster=a.cluster, code_dir=a.dir, script=a.script, args=args,
+                steps=a.steps, checkpoint_every=a.checkpoint_every,
+                gpus_per_node=a.gpus_per_node, ds_config=a.ds_config, extra=dict(a.set),
+            )  # fmt: skip
+            command.submit(spec)
+        elif a.op == "list":
+            print(command.HEADER)
+            for row in command.list_jobs(refresh=a.refresh):
+                print(row.line())
+        elif a.op == "logs":
+            return command.logs(a.name, a.node, a.rank, a.lines, a.follow)
+        elif a.op == "stop":
+            command.stop(a.name)
+        else:
+            command.remove(a.name)
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except auto.CommandError as e:
+        print(f"pulumi failed:\n{e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

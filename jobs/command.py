@@ -1,0 +1,291 @@
+"""What the job command does, as functions the CLI (jobs/__main__.py) and the tests call.
+
+Each engine operation goes through the Automation API on this project's directory
+(`LocalWorkspace` over the checkout, the pinned CLI on PATH from scripts/env.sh), so
+a job's program is the same `__main__.py` every stack runs, and its stack file is
+the one `submit` wrote. What is read from the hosts (a job's newest metrics line, its
+launcher log) goes over SSH to the cluster's master host with the cluster's own
+settings (`preflight.ssh_private_key_file`, `ssh_known_hosts_file`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pulumi import automation as auto
+
+from harness import ROOT
+from infra.config import ConfigError, StackConfig, parse_stack_config, stack_file_values
+from infra.config import stack_file_yaml as render_stack_file
+from infra.config.jobs import job_config
+from infra.layout import PROJECT
+from infra.render.run import launcher_log
+
+Printer = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a person submits: a code dir and the flags of one experiment."""
+
+    name: str
+    cluster: str
+    code_dir: Path
+    script: str = "train.py"
+    args: Sequence[str] = ()
+    steps: int | None = None
+    checkpoint_every: int | None = None
+    gpus_per_node: int | None = None
+    ds_config: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """More `training` keys, as `--set key=json` gives them."""
+
+    def training(self) -> dict[str, Any]:
+        """The job's `training` section: what the spec sets, nothing else (the rest is
+        the cluster's defaults, infra/config/jobs.py)."""
+        out: dict[str, Any] = {"code": {"dir": _shown(self.code_dir)}, "script": self.script}
+        if self.args:
+            out["args"] = list(self.args)
+        for key in ("steps", "checkpoint_every", "gpus_per_node", "ds_config"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return {**out, **self.extra}
+
+
+def _shown(path: Path) -> str:
+    """A code dir as the stack file holds it: relative to the project when inside it."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def stack_file(name: str) -> Path:
+    return ROOT / f"Pulumi.{name}.yaml"
+
+
+def job_stack_config(spec: JobSpec) -> dict[str, Any]:
+    """The job's stack file config (namespaced keys), as `submit` writes it."""
+    return {
+        f"{PROJECT}:kind": "job",
+        f"{PROJECT}:cluster": spec.cluster,
+        f"{PROJECT}:training": spec.training(),
+    }
+
+
+def job_settings(name: str) -> StackConfig:
+    """Job `name`'s validated config, its cluster's file included (ConfigError: why not)."""
+    raw = stack_file_values(stack_file(name).read_text())
+    merged, secret_keys, problems = job_config(raw, name, ROOT)
+    if problems:
+        raise ConfigError(problems)
+    return parse_stack_config(merged, secret_keys)
+
+
+def write_job(spec: JobSpec) -> Path:
+    """Write the job's stack file after validating it with its cluster's, keeping the
+    encryption salt a stack init wrote. Nothing is written when the config is refused."""
+    config = job_stack_config(spec)
+    prefix = f"{PROJECT}:"
+    merged, secret_keys, problems = job_config(
+        {k.removeprefix(prefix): v for k, v in config.items()}, spec.name, ROOT
+    )
+    if problems:
+        raise ConfigError(problems)
+    parse_stack_config(merged, secret_keys)
+    path = stack_file(spec.name)
+    text = render_stack_file(config)
+    if path.exists():
+        import yaml
+
+        old = yaml.safe_load(path.read_text()) or {}
+        if "encryptionsalt" in old:
+            text += yaml.safe_dump({"encryptionsalt": old["encryptionsalt"]})
+    path.write_text(text)
+    return path
+
+
+def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Stack:
+    """Stack `name` of this project (created if new, with the passphrase provider)."""
+    opts = auto.LocalWorkspaceOptions(
+        work_dir=str(ROOT), env_vars=dict(env or {}), secrets_provider="passphrase"
+    )
+    return auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT), opts=opts)
+
+
+def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = print) -> Any:
+    """Write the job's stack file and `pulumi up` it; the engine's lines go to `out`.
+    Returns the stack's outputs."""
+    path = write_job(spec)
+    out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
+    stack = workspace_stack(spec.name, env)
+    stack.up(on_output=out, color="never")
+    outputs = {k: v.value for k, v in stack.outputs().items()}
+    run = outputs.get("run", {})
+    out(f"job {spec.name}: run {run.get('state')} at step {run.get('step')}")
+    return outputs
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One line of `job list`."""
+
+    name: str
+    cluster: str
+    state: str
+    step: int | None
+    loss: float | None
+    gpus: str
+
+    def line(self) -> str:
+        step = "-" if self.step is None else str(self.step)
+        loss = "-" if self.loss is None else f"{self.loss:.4f}"
+        return (
+            f"{self.name:<20} {self.cluster:<16} {self.state:<10} {step:>8} {loss:>8}  {self.gpus}"
+        )
+
+
+HEADER = f"{'JOB':<20} {'CLUSTER':<16} {'STATE':<10} {'STEP':>8} {'LOSS':>8}  GPUS"
+
+
+def job_names() -> list[str]:
+    """The job stacks of this project: stack files with `kind: job`."""
+    names = []
+    for path in sorted(ROOT.glob("Pulumi.*.yaml")):
+        try:
+            values = stack_file_values(path.read_text())
+        except (KeyError, TypeError, ValueError):
+            continue
+        if values.get("kind") == "job":
+            names.append(path.name.removeprefix("Pulumi.").removesuffix(".yaml"))
+    return names
+
+
+def gpus(cfg: StackConfig) -> str:
+    """What the job holds: nodes x GPUs per node (CPU ranks on a CPU-only cluster)."""
+    nodes = len(cfg.training_hosts)
+    t = cfg.training
+    if t.cpu_only or not t.gpus_per_node:
+        return f"{nodes} x {t.ranks_per_node} cpu"
+    models = sorted({h.gpus.model for h in cfg.training_hosts if h.gpus.model})
+    return f"{nodes} x {t.gpus_per_node} {'/'.join(models) or 'gpu'}"
+
+
+def on_master(cfg: StackConfig, remote: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run shell `remote` on the cluster's master host over SSH (its stack's settings)."""
+    h, pf = cfg.master, cfg.preflight
+    argv = ["ssh", "-p", str(h.ssh_port), "-o", "BatchMode=yes"]
+    if pf.ssh_private_key_file:
+        argv += ["-i", pf.ssh_private_key_file]
+    if pf.ssh_known_hosts_file:
+        argv += ["-o", f"UserKnownHostsFile={pf.ssh_known_hosts_file}"]
+    argv += [f"{h.ssh_user}@{h.address}", remote]
+    return subprocess.run(argv, text=True, check=False, **kw)
+
+
+def host_path(cfg: StackConfig, task_path: str) -> str:
+    """A path under the tasks' /data as the hosts see it (training.data_dir)."""
+    return cfg.training.data_dir + task_path.removeprefix("/data")
+
+
+def last_metrics(cfg: StackConfig) -> dict[str, Any]:
+    """The job's newest metrics line (step, loss), read on the master host; {} if none."""
+    path = f"{cfg.training.data_dir}/logs/{cfg.training.run_name}/metrics.jsonl"
+    proc = on_master(cfg, f"tail -n1 {shlex.quote(path)} 2>/dev/null", capture_output=True)
+    try:
+        return dict(json.loads(proc.stdout.strip() or "{}"))
+    except ValueError:
+        return {}
+
+
+def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> list[JobRow]:
+    """Every job with its run's state (as the last `up`, or with `refresh` a refresh
+    now, read it), its newest step and loss (read on the hosts now), and its GPUs."""
+    rows = []
+    for name in job_names():
+        cfg = job_settings(name)
+        stack = workspace_stack(name, env)
+        if refresh:
+            stack.refresh(color="never")
+        outputs = {k: v.value for k, v in stack.outputs().items()}
+        run = outputs.get("run") or {}
+        metrics = last_metrics(cfg) if run else {}
+        rows.append(
+            JobRow(
+                name=name,
+                cluster=cfg.cluster or "",
+                state=str(run.get("state", "stopped")),
+                step=metrics.get("step", run.get("step")),
+                loss=metrics.get("loss"),
+                gpus=gpus(cfg),
+            )
+        )
+    return rows
+
+
+def task_address(
+    rank_map: Sequence[Mapping[str, Any]], node: str | None = None, rank: int | None = None
+) -> str:
+    """The address of the task that runs global rank `rank`, or the task on swarm node
+    `node` (the job's `rankMap` output): what pdsh prefixes that task's lines with."""
+    for entry in rank_map:
+        if entry["node"] == node or (rank is not None and rank in entry["ranks"]):
+            return str(entry["address"])
+    nodes = ", ".join(str(e["node"]) for e in rank_map)
+    ranks = sum(len(e["ranks"]) for e in rank_map)
+    key, value = ("--node", node) if node is not None else ("--rank", rank)
+    raise ConfigError(
+        [f"{key}: {value!r} is not in the job; allowed: nodes {nodes}, ranks 0-{ranks - 1}"]
+    )
+
+
+def logs_command(cfg: StackConfig, address: str | None, lines: int, follow: bool) -> str:
+    """Shell, on the master host, for the job's launcher log: every rank's lines, or
+    one task's (pdsh prefixes each of its lines with the task's address)."""
+    path = host_path(cfg, launcher_log(cfg.training.run_name))
+    tail = f"tail -n {lines} {'-F ' if follow else ''}{shlex.quote(path)}"
+    if address is None:
+        return tail
+    return f"{tail} | grep --line-buffered -F -- {shlex.quote(address + ': ')}"
+
+
+def logs(
+    name: str,
+    node: str | None = None,
+    rank: int | None = None,
+    lines: int = 50,
+    follow: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Print the job's log (or one node's or rank's task) from its master host; the
+    exit status of ssh."""
+    cfg = job_settings(name)
+    address = None
+    if node is not None or rank is not None:
+        outputs = workspace_stack(name, env).outputs()
+        address = task_address(outputs["rankMap"].value if "rankMap" in outputs else [],
+                               node, rank)  # fmt: skip
+    return on_master(cfg, logs_command(cfg, address, lines, follow)).returncode
+
+
+def stop(name: str, env: Mapping[str, str] | None = None, out: Printer = print) -> None:
+    """Destroy the job's resources: its launch stops the run (the ranks checkpoint on
+    SIGTERM), then its services go. Its stack, stack file, checkpoints and logs stay,
+    so `submit` again resumes it."""
+    stack = workspace_stack(name, env)
+    stack.destroy(on_output=out, color="never")
+    out(f"job {name}: stopped; its checkpoints and logs stay on the data dir")
+
+
+def remove(name: str, env: Mapping[str, str] | None = None, out: Printer = print) -> None:
+    """Stop the job, then remove its stack and its stack file."""
+    stop(name, env, out)
+    stack = workspace_stack(name, env)
+    stack.workspace.remove_stack(name)
+    stack_file(name).unlink(missing_ok=True)
+    out(f"job {name}: stack and {stack_file(name).name} removed")

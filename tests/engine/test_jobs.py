@@ -1,0 +1,209 @@
+"""Jobs as their own stacks on a cluster stack (issue 22), with the real engine on the lab.
+
+One cluster stack (`kind: cluster`: swarm, image, overlay, secrets, the idle tasks) on
+the 2-host lab, and one job on it submitted with the job command's functions
+(jobs/command.py, what `scripts/job` runs), in order: the cluster deploys no run; the
+submitted job trains synced code in services of its own, and its state holds no
+cluster resource; preview is a no-op for both stacks; `list` shows the job's state,
+step, loss and GPUs; `logs` reads its launcher log; one line of `train.py` changed and
+submitted again relaunches on the new code with no service and no image touched (the
+time is printed); `stop` removes the job's services and keeps its checkpoints; `remove`
+drops its stack and stack file; the cluster is still a no-op after all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.configs import dev_config
+from harness.lab import logged_steps, resumes_in, run_log, service_versions, shared
+from harness.stack import Pulumi, Stack
+from harness.waits import wait_for
+from infra.layout import PROJECT, STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
+from jobs import command
+from tests.engine.conftest import MakeStack
+
+pytestmark = pytest.mark.engine
+
+CLUSTER = "test-jobs-cluster"
+JOB = "test-jobs-a"
+SECRET = "wandb-jobs-4d1f07"
+MARK = "dss-engine-test: job code version 2"
+CLUSTER_TYPES = (
+    "deepspeed-swarm:swarm:",
+    "deepspeed-swarm:hostfacts:",
+    "docker:index/image:",
+    "docker:index/network:",
+    "docker:index/secret:",
+    "docker:index/remoteImage:",
+)
+"""Type prefixes of what only the cluster stack owns."""
+
+
+@pytest.fixture(scope="module")
+def cluster(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
+    """The dev lab as a cluster stack: its `training` section holds the jobs' defaults."""
+    config = dev_config(checkpoint_every=5)
+    config[f"{PROJECT}:kind"] = "cluster"
+    s = make_stack(CLUSTER, config, {"wandb_api_key": SECRET})
+    s.pulumi("up", "--yes", "--skip-preview")
+    return s
+
+
+def spec(code: Path) -> command.JobSpec:
+    return command.JobSpec(
+        name=JOB, cluster=CLUSTER, code_dir=code, args=("--lr", "1e-3"), steps=100000
+    )
+
+
+@pytest.fixture(scope="module")
+def job(cluster: Stack, code: Path) -> Iterator[dict[str, Any]]:
+    """The job, submitted and training; stopped and removed afterwards in any case."""
+    lines: list[str] = []
+    try:
+        outputs = command.submit(spec(code), env=cluster.env, out=lines.append)
+        cluster.record(*lines)
+        wait_for("three logged steps", lambda: len(logged_steps(JOB)) >= 3, 600, 5)
+        yield outputs
+    finally:
+        if command.stack_file(JOB).exists():
+            command.remove(JOB, env=cluster.env, out=lines.append)
+        cluster.record(*lines)
+
+
+def _job_pulumi(cluster: Stack, *args: str) -> str:
+    """`pulumi <args>` on the job's stack, with the cluster's backend and passphrase
+    (what it printed goes into the cluster's transcript)."""
+    proc = Pulumi(JOB, env=cluster.env).run(*args)
+    cluster.record(proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def resumes() -> list[int]:
+    """The first step of every resume of the job so far, as rank 0 announced it."""
+    log = run_log(JOB, "launcher.log")
+    return [r.next_step for r in resumes_in(log.read_text(errors="replace"))]
+
+
+def test_cluster_deploys_no_run(cluster: Stack) -> None:
+    """A cluster stack has the swarm, image, overlay and secrets, the warm-up service,
+    no training service and no run; it exports the secrets' ids for its jobs."""
+    out = cluster.outputs()
+    assert "run" not in out and "serviceNames" not in out, out
+    assert set(out["secretRefs"]) == {"wandb_api_key", "ssh_private_key", "ssh_public_key"}
+    names = set(service_versions())
+    assert WARMUP_SERVICE in names and STANDBY_SERVICE not in names, names
+    assert not {"ds-master", "ds-worker"} & names, names
+
+
+def test_job_trains_in_services_of_its_own(job: dict[str, Any]) -> None:
+    """The job's run trains in `<job>-master` and `<job>-worker`, under its own run
+    name (checkpoints and logs of its own), on the cluster's image."""
+    master, worker = training_service_names(JOB)
+    assert job["serviceNames"] == [master, worker]
+    assert {master, worker} <= set(service_versions())
+    assert job["run"]["state"] == "running", job["run"]
+    assert run_log(JOB, "metrics.jsonl").exists()
+    assert job["code"]["path"].startswith(f"/data/code/{JOB}/")
+
+
+def test_job_state_holds_no_cluster_resource(cluster: Stack, job: dict[str, Any]) -> None:
+    """The job's state has its services, code and launch, and none of what the cluster
+    owns (its preview can never show a cluster resource), and no secret's value."""
+    state = json.loads(_job_pulumi(cluster, "stack", "export"))
+    types = [r["type"] for r in state["deployment"]["resources"]]
+    assert "deepspeed-swarm:services:TrainingServices" in types, types
+    assert "deepspeed-swarm:launch:TrainingLaunch" in types, types
+    owned = [t for t in types if t.startswith(CLUSTER_TYPES)]
+    assert owned == [], owned
+    # The job mounts the cluster's secrets by id: their values are nowhere in it.
+    assert SECRET not in json.dumps(state)
+    assert SECRET not in command.stack_file(JOB).read_text()
+    assert not any(SECRET in text for text in cluster.transcript)
+
+
+def test_both_previews_are_no_ops(cluster: Stack, job: dict[str, Any]) -> None:
+    """With the job running, neither its preview nor the cluster's has a change."""
+    _job_pulumi(cluster, "preview", "--expect-no-changes")
+    cluster.pulumi("preview", "--expect-no-changes")
+
+
+def test_list_shows_state_step_loss_and_gpus(cluster: Stack, job: dict[str, Any]) -> None:
+    """`job list` has the job with its run's state, a step read on the hosts now, its
+    loss, and the GPUs it holds (2 nodes x 1 CPU rank on the lab)."""
+    rows = {r.name: r for r in command.list_jobs(env=cluster.env)}
+    row = rows[JOB]
+    assert (row.cluster, row.state, row.gpus) == (CLUSTER, "running", "2 x 1 cpu"), row
+    assert row.step is not None and row.step >= max(logged_steps(JOB)) - 1, row
+    assert isinstance(row.loss, float), row
+
+
+def test_logs_read_the_jobs_launcher_log(job: dict[str, Any]) -> None:
+    """`job logs` prints the launcher log from the master host, and `--rank` the lines
+    of the task that runs that rank only."""
+    cfg = command.job_settings(JOB)
+    every = command.on_master(cfg, command.logs_command(cfg, None, 200, False),
+                              capture_output=True)  # fmt: skip
+    assert every.returncode == 0 and every.stdout.strip(), every
+    address = command.task_address(job["rankMap"], rank=1)
+    assert address == job["rankMap"][1]["address"]
+    one = command.on_master(cfg, command.logs_command(cfg, address, 200, False),
+                            capture_output=True)  # fmt: skip
+    lines = one.stdout.splitlines()
+    assert lines and all(x.startswith(f"{address}: ") for x in lines), lines[:5]
+    assert len(lines) < len(every.stdout.splitlines())
+
+
+def test_changed_code_relaunches_with_no_service_touched(
+    cluster: Stack, job: dict[str, Any], code: Path
+) -> None:
+    """One line of train.py changed and submitted again: the run relaunches on the new
+    code from its newest checkpoint, no service is updated and no image built; the
+    job's preview is a no-op afterwards."""
+    main = code / "train.py"
+    old = "from dss_train.main import main"
+    main.write_text(main.read_text().replace(old, f"print({MARK!r}, flush=True)\n{old}"))
+    log = run_log(JOB, "launcher.log")
+    versions, offset = service_versions(), log.stat().st_size
+    image = cluster.outputs()["imageRef"]
+    last, before, t0 = max(logged_steps(JOB)), len(resumes()), time.monotonic()
+    lines: list[str] = []
+    command.submit(spec(code), env=cluster.env, out=lines.append)
+    cluster.record(*lines)
+    up_s = time.monotonic() - t0
+    nxt = wait_for("a resume", lambda: resumes()[before] if len(resumes()) > before else None,
+                   600, 1)  # fmt: skip
+    wait_for(f"step {nxt} logged", lambda: nxt in logged_steps(JOB), 600, 1)
+    took = time.monotonic() - t0
+    print(f"job code changed after step {last}: submit {up_s:.0f} s, step {nxt} at {took:.0f} s")
+    assert MARK in log.read_bytes()[offset:].decode(errors="replace"), "not the new code"
+    assert last - nxt < 5, f"resumed at {nxt}, {last} was logged before"
+    assert service_versions() == versions, "a code change updated a service"
+    assert cluster.outputs()["imageRef"] == image
+    _job_pulumi(cluster, "preview", "--expect-no-changes")
+
+
+def test_stop_keeps_checkpoints_and_remove_drops_the_stack(
+    cluster: Stack, job: dict[str, Any]
+) -> None:
+    """`stop` removes the job's services and keeps its checkpoints and stack file;
+    `remove` drops the stack and the file; the cluster is a no-op throughout."""
+    lines: list[str] = []
+    command.stop(JOB, env=cluster.env, out=lines.append)
+    names = set(service_versions())
+    assert not set(training_service_names(JOB)) & names, names
+    assert any(shared("checkpoints", JOB).iterdir()), "the job's checkpoints went"
+    assert command.stack_file(JOB).exists()
+    assert JOB in command.job_names()
+    command.remove(JOB, env=cluster.env, out=lines.append)
+    cluster.record(*lines)
+    assert not command.stack_file(JOB).exists()
+    assert JOB not in command.job_names()
+    cluster.pulumi("preview", "--expect-no-changes")
+    cluster.pulumi("refresh", "--preview-only", "--expect-no-changes")

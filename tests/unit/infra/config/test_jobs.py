@@ -1,0 +1,119 @@
+"""infra.config.jobs: a job stack's config over its cluster stack's file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import ConfigError, parse_stack_config, stack_file_yaml
+from infra.config.jobs import job_config, merged
+from tests.unit.infra.samples import stack_config
+
+pytestmark = pytest.mark.unit
+
+
+def cluster_file(tmp_path: Path, name: str = "c1", **changes: Any) -> Path:
+    """The dev stack's config as a cluster stack `name` in project dir `tmp_path`."""
+    raw = {**stack_config("dev"), "kind": "cluster", **changes}
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    path.write_text(stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()}))
+    return path
+
+
+def job(**training: Any) -> dict[str, Any]:
+    return {"kind": "job", "cluster": "c1", "training": training}
+
+
+def test_merged_replaces_key_by_key() -> None:
+    """Objects merge key by key; lists and scalars are replaced."""
+    base = {"a": 1, "o": {"x": 1, "y": 2}, "l": [1, 2]}
+    assert merged(base, {"o": {"y": 3}, "l": [9]}) == {"a": 1, "o": {"x": 1, "y": 3}, "l": [9]}
+
+
+def test_job_takes_the_clusters_hosts_and_its_own_training(tmp_path: Path) -> None:
+    """A job validates with the cluster's hosts, the cluster's training defaults under
+    its own keys, and its stack's name as its run name."""
+    cluster_file(tmp_path)
+    raw, secret_keys, problems = job_config(job(steps=7, args=["--lr", "1e-2"]), "exp1", tmp_path)
+    assert problems == []
+    cfg = parse_stack_config(raw, secret_keys)
+    assert cfg.kind == "job" and cfg.cluster == "c1" and cfg.job_name == "exp1"
+    assert [h.name for h in cfg.hosts] == ["lab-h1", "lab-h2"]
+    t = cfg.training
+    assert (t.steps, t.args, t.run_name) == (7, ["--lr", "1e-2"], "exp1")
+    assert t.data_dir == "/var/lib/dss-lab/shared" and t.cpu_only  # the cluster's defaults
+
+
+def test_job_gets_secret_names_never_values(tmp_path: Path) -> None:
+    """The cluster's secrets reach a job by name; their values are not read."""
+    cluster_file(tmp_path)
+    raw, secret_keys, _ = job_config(job(), "exp1", tmp_path)
+    assert raw["secrets"] == {"wandb_api_key": None} and secret_keys == {"secrets"}
+    assert parse_stack_config(raw, secret_keys).secret_names == ["wandb_api_key"]
+
+
+def test_cluster_keys_in_a_job_are_refused(tmp_path: Path) -> None:
+    """A job stack holding a cluster's key is refused, naming the key and what is allowed."""
+    cluster_file(tmp_path)
+    _, _, problems = job_config({**job(), "hosts": [{"name": "h9"}]}, "exp1", tmp_path)
+    assert problems == [
+        "hosts: belongs to the cluster stack, not a job stack; allowed in a job stack: "
+        "kind, cluster, training"
+    ]
+
+
+def test_pulumi_yaml_defaults_are_no_cluster_keys(tmp_path: Path) -> None:
+    """The empty defaults Pulumi.yaml gives every object key do not count as set."""
+    cluster_file(tmp_path)
+    _, _, problems = job_config({**job(), "hosts": [], "network": {}}, "exp1", tmp_path)
+    assert problems == []
+
+
+def test_missing_cluster_file_is_refused(tmp_path: Path) -> None:
+    """A job naming a cluster with no stack file says which file it looked for."""
+    _, _, problems = job_config(job(), "exp1", tmp_path)
+    assert problems == [
+        "cluster: 'c1' has no stack file Pulumi.c1.yaml beside Pulumi.yaml; allowed: a "
+        "stack of this project with kind: cluster"
+    ]
+
+
+def test_a_single_stack_is_no_cluster(tmp_path: Path) -> None:
+    """A job on a stack whose kind is not `cluster` is refused."""
+    cluster_file(tmp_path, kind="single")
+    _, _, problems = job_config(job(), "exp1", tmp_path)
+    assert problems == ["cluster: 'c1' has kind 'single'; allowed: a stack with kind: cluster"]
+
+
+def test_another_run_name_is_refused(tmp_path: Path) -> None:
+    """A job's run is named after its stack: another run name is refused."""
+    cluster_file(tmp_path)
+    _, _, problems = job_config(job(run_name="other"), "exp1", tmp_path)
+    assert problems == [
+        "training.run_name: 'other' in job stack 'exp1'; allowed: unset or 'exp1' (a job's "
+        "run, checkpoints and services are named after its stack)"
+    ]
+
+
+def test_a_job_without_cluster_is_refused() -> None:
+    """`kind: job` without `cluster` is refused by the config's rules."""
+    with pytest.raises(ConfigError, match="cluster: missing in a job stack"):
+        parse_stack_config({**stack_config("dev"), "kind": "job"}, {"secrets"})
+
+
+def test_cluster_key_outside_a_job_is_refused() -> None:
+    """`cluster` in a single or cluster stack is refused."""
+    with pytest.raises(ConfigError, match="cluster: 'c1' in a stack of kind 'single'"):
+        parse_stack_config({**stack_config("dev"), "cluster": "c1"}, {"secrets"})
+
+
+def test_monitoring_on_a_cluster_is_refused() -> None:
+    """Monitoring is refused on a cluster stack (it does not yet find jobs' services)."""
+    raw = {**stack_config("dev"), "kind": "cluster", "monitoring": {"enabled": True}}
+    with pytest.raises(
+        ConfigError, match=re.escape("monitoring.enabled: true with kind 'cluster'")
+    ):
+        parse_stack_config(raw, {"secrets"})

@@ -1,0 +1,126 @@
+"""jobs.command: the job's stack file, the list's rows, the log filters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import ConfigError, stack_file_values, stack_file_yaml
+from jobs import command
+from tests.unit.infra.samples import stack_config
+
+pytestmark = pytest.mark.unit
+
+RANK_MAP = [
+    {"node": "lab-h1", "address": "10.0.1.2", "ranks": [0, 1]},
+    {"node": "lab-h2", "address": "10.0.1.3", "ranks": [2, 3]},
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project dir holding the dev stack's config as cluster stack `c1`, and a code
+    dir `code` beside it."""
+    root = tmp_path / "project"
+    root.mkdir()
+    monkeypatch.setattr(command, "ROOT", root)
+    raw = {**stack_config("dev"), "kind": "cluster"}
+    text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
+    (root / "Pulumi.c1.yaml").write_text(text)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("print('hello')\n")
+    return root
+
+
+def spec(project: Path, **kw: Any) -> command.JobSpec:
+    code = project.parent / "code"
+    return command.JobSpec(name="exp1", cluster="c1", code_dir=code, **kw)
+
+
+def test_training_holds_only_what_the_spec_sets(project: Path) -> None:
+    """The job's training section: the code dir (absolute outside the project), the
+    script and the flags given, nothing of the cluster's defaults."""
+    t = spec(project, args=("--lr", "1e-2"), steps=9, extra={"shm_size": "2g"}).training()
+    assert t == {
+        "code": {"dir": str(project.parent / "code")},
+        "script": "train.py",
+        "args": ["--lr", "1e-2"],
+        "steps": 9,
+        "shm_size": "2g",
+    }
+
+
+def test_write_job_writes_a_job_stack_file(project: Path) -> None:
+    """submit's stack file has kind, cluster and training, and lists as a job."""
+    path = command.write_job(spec(project, steps=9))
+    values = stack_file_values(path.read_text())
+    assert values == {
+        "kind": "job",
+        "cluster": "c1",
+        "training": {
+            "code": {"dir": str(project.parent / "code")},
+            "script": "train.py",
+            "steps": 9,
+        },
+    }
+    assert command.job_names() == ["exp1"]
+
+
+def test_write_job_keeps_the_encryption_salt(project: Path) -> None:
+    """Submitting again keeps the salt `stack init` wrote into the file."""
+    path = command.write_job(spec(project))
+    path.write_text(path.read_text() + "encryptionsalt: v1:abc\n")
+    command.write_job(spec(project, steps=5))
+    doc = yaml.safe_load(path.read_text())
+    assert (
+        doc["encryptionsalt"] == "v1:abc"
+        and doc["config"]["deepspeed-swarm:training"]["steps"] == 5
+    )
+
+
+def test_a_refused_job_writes_nothing(project: Path) -> None:
+    """A job its cluster's config refuses (more GPUs than the hosts have) is not written."""
+    with pytest.raises(ConfigError, match=r"training\.gpus_per_node"):
+        command.write_job(spec(project, gpus_per_node=64))
+    assert not (project / "Pulumi.exp1.yaml").exists()
+
+
+def test_gpus_column(project: Path) -> None:
+    """`list`'s GPU column: nodes x CPU ranks on the CPU lab."""
+    command.write_job(spec(project))
+    assert command.gpus(command.job_settings("exp1")) == "2 x 1 cpu"
+
+
+def test_task_address_by_rank_and_node() -> None:
+    """A rank or a node names the task whose lines pdsh prefixes with its address."""
+    assert command.task_address(RANK_MAP, rank=3) == "10.0.1.3"
+    assert command.task_address(RANK_MAP, node="lab-h1") == "10.0.1.2"
+
+
+def test_unknown_rank_is_refused() -> None:
+    """A rank the job does not have is refused, naming what it has."""
+    with pytest.raises(ConfigError, match=r"--rank: 7 is not in the job; allowed: nodes "
+                       r"lab-h1, lab-h2, ranks 0-3"):  # fmt: skip
+        command.task_address(RANK_MAP, rank=7)
+
+
+def test_logs_command_filters_one_task(project: Path) -> None:
+    """The log command tails the job's launcher log on the data dir, filtered to one
+    task's prefix when asked."""
+    command.write_job(spec(project))
+    cfg = command.job_settings("exp1")
+    assert command.logs_command(cfg, None, 20, True) == (
+        "tail -n 20 -F /var/lib/dss-lab/shared/logs/exp1/launcher.log"
+    )
+    assert command.logs_command(cfg, "10.0.1.3", 5, False).endswith(
+        "| grep --line-buffered -F -- '10.0.1.3: '"
+    )
+
+
+def test_code_dir_in_the_project_is_written_relative(project: Path) -> None:
+    """A code dir inside the project is written relative to it (the file is code)."""
+    job = command.JobSpec(name="exp1", cluster="c1", code_dir=project / "experiments" / "a")
+    assert job.training()["code"] == {"dir": "experiments/a"}
