@@ -23,6 +23,7 @@ from infra.components.monitoring import Monitoring, MonitoringArgs
 from infra.components.network import OverlayNetwork, OverlayNetworkArgs
 from infra.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from infra.components.services import (
+    TRAINING_SERVICES_TYPE,
     ClusterServices,
     ClusterServicesArgs,
     TrainingServices,
@@ -67,9 +68,13 @@ services = None
 if cfg.kind == "cluster":
     assert isinstance(image, TrainingImage) and isinstance(network, OverlayNetwork)
     assert isinstance(swarm, SwarmCluster) and facts is not None
+    # Named and aliased as a single stack's TrainingServices: a single stack that
+    # becomes a cluster (docs/jobs.md, "Migrating a single stack") keeps its warm-up
+    # and standby services as they are.
     ClusterServices(
-        f"{stack}-idle",
+        f"{stack}-train",
         ClusterServicesArgs(cfg.active_hosts, cfg.spares, image, network, swarm, facts),
+        pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=TRAINING_SERVICES_TYPE)]),
     )
 else:
     services = TrainingServices(

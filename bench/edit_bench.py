@@ -105,6 +105,13 @@ def measure(stack: Stack, train_py: Path, mark: str, *up_args: str) -> dict[str,
     return {"up_s": up_s, "step_s": step_s, "step": step, "rolled": rolled}
 
 
+def record(out: dict[str, dict[str, Any]], path: str, m: dict[str, Any]) -> None:
+    """Keep one path's figures, and print them at once (stderr): a later path that
+    fails does not lose them."""
+    out[path] = m
+    print(json.dumps({path: m}), file=sys.stderr, flush=True)
+
+
 def measure_job(cluster: Stack, spec: JobSpec, mark: str) -> dict[str, Any]:
     """Edit the job's train.py, submit it again, first new step (as `measure`)."""
     before, offset = service_versions(), log_size(spec.name)
@@ -157,13 +164,13 @@ def one_run(
     single = [p for p in paths if p != "job"]
     try:
         if not single:
-            out["job"] = job_path(state, work, config)
+            record(out, "job", job_path(state, work, config))
             return out
         stack.init(SECRETS)
         stack.pulumi("up", "--yes", "--skip-preview")
         wait_for("three logged steps", lambda: len(logged_steps(RUN)) >= 3, 1200, 2)
         if "image" in paths:
-            out["image"] = measure(stack, ctx / "train.py", "dss-bench: image v2")
+            record(out, "image", measure(stack, ctx / "train.py", "dss-bench: image v2"))
         # Switch the run to synced code (the image's, as it is now), then change it.
         shutil.copy(ctx / "train.py", code / "train.py")
         shutil.copytree(ctx / "dss_train", code / "dss_train")
@@ -174,19 +181,18 @@ def one_run(
             stack.pulumi("up", "--yes", "--skip-preview")
             first_new_step(offset, "dss-bench: image v2" if "image" in paths else "")
         if "code" in paths:
-            out["code"] = measure(stack, code / "train.py", "dss-bench: code v3")
+            record(out, "code", measure(stack, code / "train.py", "dss-bench: code v3"))
         if "targeted" in paths:
             # The same change with the engine told which resources it touches: the other
             # resources' diffs (the per-host preflight over SSH among them) are skipped.
-            out["targeted"] = measure(
-                stack, code / "train.py", "dss-bench: code v4", *targets(stack)
-            )
+            targeted = measure(stack, code / "train.py", "dss-bench: code v4", *targets(stack))
+            record(out, "targeted", targeted)
             # The targeted `up` left nothing behind: a full preview proposes nothing.
             stack.pulumi("preview", "--expect-no-changes")
         stack.pulumi("destroy", "--yes", "--skip-preview")
         stack.pulumi("stack", "rm", "--yes", "--force")
         if "job" in paths:
-            out["job"] = job_path(state, work, config)
+            record(out, "job", job_path(state, work, config))
     finally:
         stack.config_file.unlink(missing_ok=True)
         lab("down")

@@ -7,7 +7,8 @@
 
 Per component, what would be created, updated, replaced or deleted, and for each
 change whether it restarts the running training job, moves tasks, or leaves
-training alone (delivery/preview.py). `--drift` renders the drift issue's body.
+training alone (delivery/preview.py). For a cluster stack, the jobs on it (their
+stack files, docs/jobs.md) that the change restarts. `--drift` renders the drift issue's body.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from delivery import preview
+from jobs.command import job_names
 
 # The project root, where the stack files are.
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +37,11 @@ def main() -> int:
     if args.drift:
         sys.stdout.write(preview.render_drift(digest, args.stack, args.run_url))
     else:
-        sys.stdout.write(preview.render(digest, args.stack, stack_transport(args.stack)))
+        sys.stdout.write(
+            preview.render(
+                digest, args.stack, stack_transport(args.stack), job_names(cluster=args.stack)
+            )
+        )
     return 0
 
 

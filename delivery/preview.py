@@ -251,15 +251,45 @@ def gate_line(digest: Mapping[str, Any]) -> str:
     return text + "."
 
 
-def render(digest: Mapping[str, Any], stack: str, transport: str = "") -> str:
+JOB_INPUTS = (Role.TRAINING_IMAGE, Role.OVERLAY, Role.SECRET, Role.SSH_KEY)
+"""What a cluster stack gives its jobs (its `imageRef`, `networkId`, `secretRefs`): a new
+image, a replaced overlay or a new secret rolls every job's services."""
+
+
+def reaches_jobs(c: Change) -> bool:
+    """Whether a cluster's change restarts its jobs' runs (their services roll onto it)."""
+    if c.role not in JOB_INPUTS or c.op == "delete":
+        return False
+    return c.role is not Role.OVERLAY or c.impact is Impact.RESTARTS
+
+
+def jobs_line(cs: Sequence[Change], jobs: Sequence[str]) -> str:
+    """A cluster stack's line on its jobs: which of them this change restarts."""
+    if not jobs:
+        return ""
+    names = ", ".join(f"`{j}`" for j in jobs)
+    why = sorted({c.name for c in cs if reaches_jobs(c)})
+    if not why:
+        return f"Jobs on this cluster: {names}. This change restarts none of them."
+    return (
+        f"Jobs on this cluster: {names}. **This change restarts every one of them** "
+        f"(through {', '.join(f'`{n}`' for n in why)}); each job's own preview shows "
+        "its services rolling."
+    )
+
+
+def render(
+    digest: Mapping[str, Any], stack: str, transport: str = "", jobs: Sequence[str] = ()
+) -> str:
     """The PR comment for one stack's preview; `transport`: what the ranks talk over
     (infra/render/labels.py transport_summary), shown under the heading, with the run's
-    state (`run_line`) and the collective gate's last result (`gate_line`)."""
+    state (`run_line`), the collective gate's last result (`gate_line`) and, for a
+    cluster stack, which of its `jobs` the change restarts (`jobs_line`)."""
     cs = changes(digest)
     lines = [f"### Training impact of `{stack}`", ""]
     if transport:
         lines += [f"Data plane: {transport}.", ""]
-    for line in (run_line(digest), gate_line(digest)):
+    for line in (run_line(digest), gate_line(digest), jobs_line(cs, jobs)):
         if line:
             lines += [line, ""]
     if not cs:

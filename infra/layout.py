@@ -58,8 +58,10 @@ GPUS_LABEL = "dss.gpus"
 GPU_MODEL_LABEL = "dss.gpu-model"
 RDMA_LABEL = "dss.rdma"
 SPARE_LABEL = "dss.spare"
-# Object labels: the file name a secret or config is mounted as; who manages a network.
+# Object labels: the file name a secret or config is mounted as; who manages a network;
+# the job stack a service belongs to (ops/recover.py tells one stack's from another's).
 FILE_LABEL = "dss.file"
+JOB_LABEL = "dss.job"
 MANAGED_BY_LABEL = "dss.managed-by"
 ROLE_MASTER = "master"
 ROLE_WORKER = "worker"
@@ -101,3 +103,6 @@ CONFIG_TYPE = "docker:index/serviceConfig:ServiceConfig"
 COMMAND_TYPE = "command:remote:Command"
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 STACK_TYPE = "pulumi:pulumi:Stack"
+# A job stack's view of its cluster (infra/components/clusterref.py): what tells a job
+# stack's state from a cluster's (ops/recover.py).
+CLUSTER_REF_TYPE = "deepspeed-swarm:clusterref:ClusterRef"

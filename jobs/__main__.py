@@ -24,7 +24,11 @@ def _set(text: str) -> tuple[str, object]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="scripts/job", description=command.__doc__)
+    p = argparse.ArgumentParser(
+        prog="scripts/job",
+        description="Jobs on a cluster stack (docs/jobs.md). submit: what follows `--` "
+        "is the script's arguments.",
+    )
     sub = p.add_subparsers(dest="op", required=True)
     s = sub.add_parser("submit", help="write the job's stack file and pulumi up it")
     s.add_argument("dir", type=Path, help="the code dir (synced to the tasks, no image build)")
@@ -34,10 +38,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int)
     s.add_argument("--checkpoint-every", type=int)
     s.add_argument("--gpus-per-node", type=int)
+    s.add_argument("--gpu-model", help="only hosts with this GPU model (hosts[].gpus.model)")
     s.add_argument("--ds-config", help="a DeepSpeed config file in the project")
     s.add_argument("--set", type=_set, action="append", default=[], metavar="KEY=JSON",
                    help="another training key (repeatable)")  # fmt: skip
-    s.add_argument("args", nargs=argparse.REMAINDER, help="after --: the script's arguments")
     ls = sub.add_parser("list", help="every job: state, step, loss, GPUs")
     ls.add_argument("--refresh", action="store_true", help="read each run's state now")
     lg = sub.add_parser("logs", help="the job's launcher log, from its master host")
@@ -52,14 +56,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # The script's own arguments after `--` (argparse's REMAINDER would also take the
+    # flags that follow the code dir).
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = parser().parse_args(argv[:cut])
+    args = argv[cut + 1 :]
     try:
         if a.op == "submit":
-            args = a.args[1:] if a.args[:1] == ["--"] else a.args
             spec = command.JobSpec(
                 name=a.name, cluster=a.cluster, code_dir=a.dir, script=a.script, args=args,
                 steps=a.steps, checkpoint_every=a.checkpoint_every,
-                gpus_per_node=a.gpus_per_node, ds_config=a.ds_config, extra=dict(a.set),
+                gpus_per_node=a.gpus_per_node, gpu_model=a.gpu_model, ds_config=a.ds_config,
+                extra=dict(a.set),
             )  # fmt: skip
             command.submit(spec)
         elif a.op == "list":

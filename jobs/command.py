@@ -42,6 +42,7 @@ class JobSpec:
     steps: int | None = None
     checkpoint_every: int | None = None
     gpus_per_node: int | None = None
+    gpu_model: str | None = None
     ds_config: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     """More `training` keys, as `--set key=json` gives them."""
@@ -52,7 +53,7 @@ class JobSpec:
         out: dict[str, Any] = {"code": {"dir": _shown(self.code_dir)}, "script": self.script}
         if self.args:
             out["args"] = list(self.args)
-        for key in ("steps", "checkpoint_every", "gpus_per_node", "ds_config"):
+        for key in ("steps", "checkpoint_every", "gpus_per_node", "gpu_model", "ds_config"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -153,15 +154,16 @@ class JobRow:
 HEADER = f"{'JOB':<20} {'CLUSTER':<16} {'STATE':<10} {'STEP':>8} {'LOSS':>8}  GPUS"
 
 
-def job_names() -> list[str]:
-    """The job stacks of this project: stack files with `kind: job`."""
+def job_names(cluster: str | None = None) -> list[str]:
+    """The job stacks of this project (stack files with `kind: job`), or those of
+    cluster stack `cluster` only."""
     names = []
     for path in sorted(ROOT.glob("Pulumi.*.yaml")):
         try:
             values = stack_file_values(path.read_text())
         except (KeyError, TypeError, ValueError):
             continue
-        if values.get("kind") == "job":
+        if values.get("kind") == "job" and cluster in (None, values.get("cluster")):
             names.append(path.name.removeprefix("Pulumi.").removesuffix(".yaml"))
     return names
 

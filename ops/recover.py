@@ -43,7 +43,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import harness.stack
-from infra.layout import CONFIG_TYPE, NETWORK_TYPE, SECRET_TYPE, SERVICE_TYPE
+from infra.layout import (
+    CLUSTER_REF_TYPE,
+    CONFIG_TYPE,
+    JOB_LABEL,
+    NETWORK_TYPE,
+    SECRET_TYPE,
+    SERVICE_TYPE,
+)
 from infra.providers.hostops import docker_client, node_hostname
 
 SERVICE = SERVICE_TYPE
@@ -191,6 +198,32 @@ def swarm_objects(leader: Any) -> list[tuple[str, str, str]]:
     return objects
 
 
+def job_services(leader: Any) -> dict[str, str]:
+    """Service id -> the job stack it belongs to (its `dss.job` label), for the
+    services of job stacks (docs/jobs.md)."""
+    out = {}
+    for s in leader.services.list():
+        job = ((s.attrs.get("Spec") or {}).get("Labels") or {}).get(JOB_LABEL)
+        if job:
+            out[s.id] = str(job)
+    return out
+
+
+def stack_job(deployment: dict[str, Any], stack: str) -> str | None:
+    """`stack` when the state is a job stack's (it holds a ClusterRef), else None."""
+    types = {res.get("type") for res in deployment.get("resources") or []}
+    return stack if CLUSTER_REF_TYPE in types else None
+
+
+def elsewhere(kind: str, oid: str, jobs: dict[str, str], job: str | None) -> bool:
+    """Whether a swarm object is another stack's business, not an orphan of this one:
+    for a cluster or single stack, a job's service; for a job stack, everything but
+    its own services (the swarm, network and secrets are its cluster's)."""
+    if job is None:
+        return oid in jobs
+    return not (kind == "service" and jobs.get(oid) == job)
+
+
 def declared_hosts(deployment: dict[str, Any]) -> set[str]:
     """The hosts the state's resources are about (facts, swarm init and nodes)."""
     hosts = (_props(res).get("host") for res in _all_resources(deployment))
@@ -207,8 +240,11 @@ def survey(pulumi: Pulumi) -> tuple[Report, Any]:
     if leader is not None and leader.info()["Swarm"].get("ControlAvailable"):
         known = known_ids(deployment)
         pending_names = {(p.type, p.name) for p in report.pending}
+        jobs, job = job_services(leader), stack_job(deployment, pulumi.stack)
         for kind, name, oid in swarm_objects(leader):
             if oid in known or (KINDS.get(kind), name) in pending_names:
+                continue
+            if elsewhere(kind, oid, jobs, job):
                 continue
             if kind == "node" and name in adoptable:
                 report.adopting.append(name)

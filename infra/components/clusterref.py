@@ -22,7 +22,7 @@ import pulumi_docker as docker
 
 from infra.components.swarm import endpoint, provider_args
 from infra.config import Host
-from infra.layout import SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
+from infra.layout import CLUSTER_REF_TYPE, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class ClusterRef(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: ClusterRefArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("deepspeed-swarm:clusterref:ClusterRef", name, None, opts)
+        super().__init__(CLUSTER_REF_TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.stack = pulumi.StackReference(f"{name}-stack", stack_path(args.cluster), opts=child)
         leader = args.leader

@@ -31,6 +31,7 @@ from infra.config import Host, Monitoring, Network, Training, size_bytes
 from infra.layout import (
     GPU_RESOURCE,
     IMAGE_HOME,
+    JOB_LABEL,
     OVERLAY_ATTACH_FIXED_IN,
     SHM_MOUNT,
     STANDBY_SERVICE,
@@ -48,6 +49,8 @@ from infra.render.labels import (
 )
 from infra.render.sections import TaskEnvSource, TaskSpecSource
 from infra.versions import older_than
+
+TRAINING_SERVICES_TYPE = "deepspeed-swarm:services:TrainingServices"
 
 
 @dataclass(frozen=True)
@@ -228,8 +231,11 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
         # Without the services' own labels, the run's recovery settings and its synced
         # code: they are not part of any task spec (and a stack deployed before a key
         # existed keeps its digest).
+        # gpu_model only where set: a stack deployed before the key keeps its digest.
         "training": cfg.training.model_dump(
-            mode="json", exclude={"service_labels", "recovery", "code"}
+            mode="json",
+            exclude={"service_labels", "recovery", "code"}
+            | ({"gpu_model"} if cfg.training.gpu_model is None else set()),
         ),
         # The environment carries what tasks see of hosts (RDMA devices) and of
         # monitoring (their metrics port).
@@ -346,7 +352,7 @@ class TrainingServices(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: TrainingServicesArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("deepspeed-swarm:services:TrainingServices", name, None, opts)
+        super().__init__(TRAINING_SERVICES_TYPE, name, None, opts)
         t = args.training
         image_ref = args.image.ref
         network_id = args.overlay.network_id
@@ -392,7 +398,7 @@ class TrainingServices(pulumi.ComponentResource):
             return docker.ServiceTaskSpecArgs(
                 container_spec=spec,
                 networks_advanceds=specs.overlay(self.training_network_id),
-                placement=specs.placement(placement_constraints(role), max_replicas=1),
+                placement=specs.placement(placement_constraints(role, t.gpu_model), max_replicas=1),
                 resources=gpu_reservation(t.gpus_per_node),
                 restart_policy=specs.restart_policy(
                     rp.condition, rp.delay, rp.max_attempts, rp.window
@@ -413,6 +419,13 @@ class TrainingServices(pulumi.ComponentResource):
                 converge_config=specs.converge("10m"),
                 labels=[
                     docker.ServiceLabelArgs(label="dss.role", value=role),
+                    # A job's services say whose they are (only a job's: a single
+                    # stack's labels stay as they were).
+                    *(
+                        [docker.ServiceLabelArgs(label=JOB_LABEL, value=args.job)]
+                        if args.job
+                        else []
+                    ),
                     *[
                         docker.ServiceLabelArgs(label=k, value=v)
                         for k, v in sorted(t.service_labels.items())

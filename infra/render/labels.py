@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from infra.config import RDMA_DEBUG_ENV, Host, network_env
-from infra.layout import DATA_MOUNT, SECRETS_DIR, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
+from infra.layout import (
+    DATA_MOUNT,
+    GPU_MODEL_LABEL,
+    SECRETS_DIR,
+    SSH_PRIVATE_KEY_FILE,
+    SSH_PUBLIC_KEY_FILE,
+)
 from infra.render.sections import HasMaster, TaskEnvSource
 
 SPARE_CONSTRAINT = "node.labels.dss.spare==true"
@@ -23,15 +29,17 @@ def node_labels(cfg: HasMaster, host: Host) -> dict[str, str]:
         # in the scheduler's order (infra/components/services.py, `standby_spec`).
         labels["dss.spare"] = "true"
     if host.gpus.model:
-        labels["dss.gpu-model"] = host.gpus.model
+        labels[GPU_MODEL_LABEL] = host.gpus.model
     if host.rdma_interface:
         labels["dss.rdma"] = host.rdma_interface
     return {**labels, **host.labels}
 
 
-def placement_constraints(role: str) -> list[str]:
-    """Constraints that pin a service to nodes of one dss.role."""
-    return [f"node.labels.dss.role=={role}"]
+def placement_constraints(role: str, gpu_model: str | None = None) -> list[str]:
+    """Constraints that pin a service to nodes of one dss.role (and, with `gpu_model`,
+    to nodes labelled with that GPU model: a task moves only to a spare that has it)."""
+    model = [f"node.labels.{GPU_MODEL_LABEL}=={gpu_model}"] if gpu_model else []
+    return [f"node.labels.dss.role=={role}", *model]
 
 
 def training_env(cfg: TaskEnvSource) -> dict[str, str]:

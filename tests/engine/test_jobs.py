@@ -1,14 +1,17 @@
 """Jobs as their own stacks on a cluster stack (issue 22), with the real engine on the lab.
 
-One cluster stack (`kind: cluster`: swarm, image, overlay, secrets, the idle tasks) on
-the 2-host lab, and one job on it submitted with the job command's functions
-(jobs/command.py, what `scripts/job` runs), in order: the cluster deploys no run; the
-submitted job trains synced code in services of its own, and its state holds no
-cluster resource; preview is a no-op for both stacks; `list` shows the job's state,
-step, loss and GPUs; `logs` reads its launcher log; one line of `train.py` changed and
-submitted again relaunches on the new code with no service and no image touched (the
-time is printed); `stop` removes the job's services and keeps its checkpoints; `remove`
-drops its stack and stack file; the cluster is still a no-op after all of it.
+In order, on the 2-host lab: a single dev stack trains synced code; it becomes a cluster
+stack (`kind: cluster`), which previews as the run's deletion alone and keeps the swarm,
+image, overlay, secrets and warm-up service as they are (docs/jobs.md, "Migrating a
+single stack"); the run's checkpoints move to a job's folder and the job, submitted
+with the job command's functions (jobs/command.py, what `scripts/job` runs), resumes
+from the newest of them in services of its own; its state holds no cluster resource
+and no secret; preview is a no-op for both stacks; `list` shows the job's state, step,
+loss and GPUs; `logs` reads its launcher log, all ranks or one; one line of
+`train.py` changed and submitted again relaunches on the new code with no service and
+no image touched (the time is printed); `stop` removes the job's services and keeps
+its checkpoints; `remove` drops its stack and stack file; the cluster is still a
+no-op after all of it. The tests depend on this order (as tests/engine/test_run.py).
 """
 
 from __future__ import annotations
@@ -22,19 +25,22 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_config
-from harness.lab import logged_steps, resumes_in, run_log, service_versions, shared
+from harness.lab import Resume, logged_steps, resumes_in, run_log, service_versions, shared
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
-from infra.layout import PROJECT, STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
+from infra.layout import STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
 from jobs import command
 from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
 
 CLUSTER = "test-jobs-cluster"
+SINGLE_RUN = "jobs-single"
+"""The single stack's run, before it becomes the cluster."""
 JOB = "test-jobs-a"
 SECRET = "wandb-jobs-4d1f07"
 MARK = "dss-engine-test: job code version 2"
+CKPT_EVERY = 5
 CLUSTER_TYPES = (
     "deepspeed-swarm:swarm:",
     "deepspeed-swarm:hostfacts:",
@@ -47,30 +53,56 @@ CLUSTER_TYPES = (
 
 
 @pytest.fixture(scope="module")
-def cluster(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
-    """The dev lab as a cluster stack: its `training` section holds the jobs' defaults."""
-    config = dev_config(checkpoint_every=5)
-    config[f"{PROJECT}:kind"] = "cluster"
+def cluster(lab: dict[str, Any], make_stack: MakeStack, code: Path) -> Stack:
+    """The dev lab as a single stack training synced code, with a few checkpoints made;
+    the first test turns it into the cluster stack. Its `training` section then holds
+    the jobs' defaults."""
+    config = dev_config(
+        run_name=SINGLE_RUN,
+        steps=100000,
+        checkpoint_every=CKPT_EVERY,
+        code={"dir": str(code)},
+        script="train.py",
+    )
     s = make_stack(CLUSTER, config, {"wandb_api_key": SECRET})
     s.pulumi("up", "--yes", "--skip-preview")
+    wait_for(
+        "two checkpoints", lambda: max(logged_steps(SINGLE_RUN) or [0]) > 2 * CKPT_EVERY, 600, 5
+    )
     return s
 
 
 def spec(code: Path) -> command.JobSpec:
-    return command.JobSpec(
-        name=JOB, cluster=CLUSTER, code_dir=code, args=("--lr", "1e-3"), steps=100000
-    )
+    return command.JobSpec(name=JOB, cluster=CLUSTER, code_dir=code, steps=100000)
+
+
+def newest_checkpoint(run: str) -> str:
+    return max(p.name for p in shared("checkpoints", run).iterdir() if p.name.startswith("step_"))
+
+
+def resumes() -> list[Resume]:
+    """Every resume of the job so far, as rank 0 announced it."""
+    log = run_log(JOB, "launcher.log")
+    return resumes_in(log.read_text(errors="replace")) if log.exists() else []
 
 
 @pytest.fixture(scope="module")
 def job(cluster: Stack, code: Path) -> Iterator[dict[str, Any]]:
-    """The job, submitted and training; stopped and removed afterwards in any case."""
+    """The job: the single stack's run's checkpoints moved to its folder, submitted,
+    resumed and training; its outputs with the first resume (`resumed`) and the
+    checkpoint it should load (`expected`). Stopped and removed afterwards in any case."""
     lines: list[str] = []
     try:
+        newest = newest_checkpoint(SINGLE_RUN)
+        shared("checkpoints", SINGLE_RUN).rename(shared("checkpoints", JOB))
+        t0 = time.monotonic()
         outputs = command.submit(spec(code), env=cluster.env, out=lines.append)
         cluster.record(*lines)
-        wait_for("three logged steps", lambda: len(logged_steps(JOB)) >= 3, 600, 5)
-        yield outputs
+        first = wait_for("the job's resume", lambda: next(iter(resumes()), None), 600, 2)
+        wait_for("its first step", lambda: first.next_step in logged_steps(JOB), 600, 2)
+        took = time.monotonic() - t0
+        print(f"migrated: the job resumed at step {first.next_step}, {took:.0f} s after submit")
+        yield {**outputs, "resumed": first, "expected": newest}
     finally:
         if command.stack_file(JOB).exists():
             command.remove(JOB, env=cluster.env, out=lines.append)
@@ -85,26 +117,34 @@ def _job_pulumi(cluster: Stack, *args: str) -> str:
     return proc.stdout
 
 
-def resumes() -> list[int]:
-    """The first step of every resume of the job so far, as rank 0 announced it."""
-    log = run_log(JOB, "launcher.log")
-    return [r.next_step for r in resumes_in(log.read_text(errors="replace"))]
-
-
-def test_cluster_deploys_no_run(cluster: Stack) -> None:
-    """A cluster stack has the swarm, image, overlay and secrets, the warm-up service,
-    no training service and no run; it exports the secrets' ids for its jobs."""
+def test_the_single_stack_becomes_a_cluster_stopping_only_the_run(cluster: Stack) -> None:
+    """`kind: cluster` previews as the run's deletion alone; `up` keeps the swarm,
+    image, overlay, secrets and the warm-up service as they are, and the stack then
+    has no training service and no run, and exports the secrets' ids for its jobs."""
+    before, versions = cluster.outputs(), service_versions()
+    cluster.pulumi("config", "set", "kind", "cluster")
+    plan = cluster.plan()
+    assert plan and all(op == "delete" for op, _ in plan.values()), plan
+    kept = ("-facts", "-swarm", "-image", "-net", "-secrets")
+    assert not [n for n in plan if any(k in n for k in kept)], plan
+    cluster.pulumi("up", "--yes", "--skip-preview")
     out = cluster.outputs()
+    for key in ("imageRef", "networkId", "swarmId"):
+        assert out[key] == before[key], key
     assert "run" not in out and "serviceNames" not in out, out
     assert set(out["secretRefs"]) == {"wandb_api_key", "ssh_private_key", "ssh_public_key"}
-    names = set(service_versions())
-    assert WARMUP_SERVICE in names and STANDBY_SERVICE not in names, names
-    assert not {"ds-master", "ds-worker"} & names, names
+    now = service_versions()
+    assert now[WARMUP_SERVICE] == versions[WARMUP_SERVICE], "the warm-up service was updated"
+    assert STANDBY_SERVICE not in now, now
+    assert not {"ds-master", "ds-worker"} & set(now), now
+    cluster.pulumi("preview", "--expect-no-changes")
 
 
 def test_job_trains_in_services_of_its_own(job: dict[str, Any]) -> None:
-    """The job's run trains in `<job>-master` and `<job>-worker`, under its own run
-    name (checkpoints and logs of its own), on the cluster's image."""
+    """The job's run resumed from the single stack's newest checkpoint and trains in
+    `<job>-master` and `<job>-worker`, under its own run name (checkpoints and logs of
+    its own), on the cluster's image."""
+    assert job["resumed"].checkpoint.endswith(job["expected"]), job["resumed"]
     master, worker = training_service_names(JOB)
     assert job["serviceNames"] == [master, worker]
     assert {master, worker} <= set(service_versions())
@@ -177,8 +217,8 @@ def test_changed_code_relaunches_with_no_service_touched(
     command.submit(spec(code), env=cluster.env, out=lines.append)
     cluster.record(*lines)
     up_s = time.monotonic() - t0
-    nxt = wait_for("a resume", lambda: resumes()[before] if len(resumes()) > before else None,
-                   600, 1)  # fmt: skip
+    nxt = wait_for("a resume", lambda: resumes()[before].next_step if len(resumes()) > before
+                   else None, 600, 1)  # fmt: skip
     wait_for(f"step {nxt} logged", lambda: nxt in logged_steps(JOB), 600, 1)
     took = time.monotonic() - t0
     print(f"job code changed after step {last}: submit {up_s:.0f} s, step {nxt} at {took:.0f} s")

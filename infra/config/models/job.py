@@ -147,6 +147,10 @@ class Training(_Model):
     """DeepSpeed config: an inline object, or a path inside the image. Default the image's."""
     gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 8
     """GPUs each node's task reserves and launches ranks on (0 = CPU ranks). Default 8."""
+    gpu_model: str | None = None
+    """The GPU model every training task needs (a `hosts[].gpus.model`): every training
+    host must have it, and Swarm places a task, or moves one to a spare, only onto a
+    node labelled with it. Default none (any model)."""
     procs_per_node: int | None = Field(default=None, ge=1, le=64)
     """Ranks per node on CPU (`cpu_only`, or `gpus_per_node` 0). Default 1; on GPUs
     the launcher starts one rank per reserved GPU."""

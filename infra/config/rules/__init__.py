@@ -70,6 +70,18 @@ RULES: tuple[Rule, ...] = (
         training.gpu_capacity,
     ),
     Rule(
+        "training.gpu_model",
+        "error",
+        "Every training host has the GPU model the job asks for.",
+        training.gpu_model,
+    ),
+    Rule(
+        "training.gpu_model",
+        "warning",
+        "A spare of another GPU model cannot take a task.",
+        training.spare_gpu_model,
+    ),
+    Rule(
         "network.mtu",
         "error",
         "Overlay MTU + VXLAN (+ IPsec when encrypted) fits the underlay MTU.",

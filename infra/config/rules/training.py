@@ -93,6 +93,29 @@ def gpu_capacity(cfg: StackConfig) -> list[str]:
     ]
 
 
+def gpu_model(cfg: StackConfig) -> list[str]:
+    want = cfg.training.gpu_model
+    if want is None:
+        return []
+    return [
+        f"training.gpu_model: {want!r} but training host {h.name!r} has "
+        f"hosts[{i}].gpus.model={h.gpus.model!r}; allowed: the model of every training "
+        "host (" + ", ".join(sorted({str(x.gpus.model) for x in cfg.training_hosts})) + ")"
+        for i, h in enumerate(cfg.hosts)
+        if h in cfg.training_hosts and h.gpus.model != want
+    ]
+
+
+def spare_gpu_model(cfg: StackConfig) -> list[str]:
+    want = cfg.training.gpu_model
+    return [
+        f"hosts[{i}]: spare {h.name!r} has gpus.model={h.gpus.model!r}, not "
+        f"training.gpu_model {want!r}: no task can move onto it"
+        for i, h in enumerate(cfg.hosts)
+        if want is not None and h.spare and h.gpus.model != want
+    ]
+
+
 def workers_for_launcher(cfg: StackConfig) -> list[str]:
     if len(cfg.training_hosts) > 1 or cfg.training.launch_mode == "no_ssh":
         return []

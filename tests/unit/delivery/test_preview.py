@@ -271,3 +271,34 @@ def test_comment_says_a_change_measures_the_gate_again() -> None:
         "Collective gate: **skipped** (training already runs); this change measures again"
         " before the launch." in preview.render({"steps": [step]}, "dev")
     )
+
+
+def test_cluster_comment_names_the_jobs_a_new_image_restarts() -> None:
+    """A cluster's new image restarts every job on it: the comment names them and the
+    change that reaches them."""
+    text = preview.render(digest("dev-image-change"), "lab-cluster", jobs=("exp-a", "exp-b"))
+    line = next(x for x in text.splitlines() if x.startswith("Jobs on this cluster"))
+    assert "`exp-a`, `exp-b`" in line and "restarts every one of them" in line
+    reaching = [
+        c.name for c in preview.changes(digest("dev-image-change")) if preview.reaches_jobs(c)
+    ]
+    assert reaching and all(f"`{n}`" in line for n in reaching), (reaching, line)
+
+
+def test_cluster_comment_says_when_no_job_restarts() -> None:
+    """A cluster preview without changes restarts none of its jobs, and says so."""
+    text = preview.render(digest("dev-no-changes"), "lab-cluster", jobs=("exp-a",))
+    assert "Jobs on this cluster: `exp-a`. This change restarts none of them." in text
+
+
+def test_a_new_secret_reaches_the_jobs_and_a_new_host_does_not() -> None:
+    """Of a host added with a new secret, only the secret reaches the jobs (their
+    services mount the cluster's secrets); the node, its facts and the single stack's
+    own services do not."""
+    cs = preview.changes(digest("dev-add-host"))
+    assert [c.name for c in cs if preview.reaches_jobs(c)] == ["dev-secrets-hf-token"]
+
+
+def test_no_jobs_no_line() -> None:
+    """A stack with no jobs has no jobs line (the single stacks' comments are as before)."""
+    assert "Jobs on this cluster" not in preview.render(digest("dev-image-change"), "dev")

@@ -69,10 +69,10 @@ KEY_PLACEHOLDER = "<ssh-key-file>"
 STACK = "pulumi:pulumi:Stack"
 
 
-def _variant(stack: str, **sections: dict[str, Any]) -> dict[str, Any]:
+def _variant(stack: str, **sections: Any) -> dict[str, Any]:
     raw = copy.deepcopy(stack_config(stack))
     for key, value in sections.items():
-        raw[key] = {**raw.get(key, {}), **value}
+        raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
     return raw
 
 
@@ -104,6 +104,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "prod-tls": {"stack": "prod", "tls": True},
     # Training code synced from a directory (written per test), not the image's.
     "dev-code": {"stack": "dev", "code": True},
+    # A cluster stack (docs/jobs.md): no run; its idle services keep a single stack's
+    # names (test_jobs_migration.py turns one into the other).
+    "dev-cluster": {"stack": "dev", "kind": "cluster"},
 }
 # The synced code of the `code` variants: fixed bytes, so a fixed digest.
 CODE_FILES = {"train.py": "print('golden')\n", "pkg/model.py": "X = 1\n"}

@@ -124,3 +124,32 @@ def test_code_dir_in_the_project_is_written_relative(project: Path) -> None:
     """A code dir inside the project is written relative to it (the file is code)."""
     job = command.JobSpec(name="exp1", cluster="c1", code_dir=project / "experiments" / "a")
     assert job.training()["code"] == {"dir": "experiments/a"}
+
+
+def test_cli_submit_passes_flags_and_script_args(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`scripts/job submit` turns its flags into a JobSpec; what follows `--` is the
+    script's arguments, `--set` values are JSON."""
+    from jobs import __main__ as cli
+
+    seen: list[command.JobSpec] = []
+    monkeypatch.setattr(command, "submit", lambda spec: seen.append(spec))
+    argv = ["submit", "code", "--name", "a", "--cluster", "c", "--steps", "7", "--set",
+            'shm_size="2g"', "--set", "checkpoint_every=3", "--", "--lr", "1e-3"]  # fmt: skip
+    assert cli.main(argv) == 0
+    (job,) = seen
+    assert (job.name, job.cluster, job.steps, tuple(job.args)) == ("a", "c", 7, ("--lr", "1e-3"))
+    assert dict(job.extra) == {"shm_size": "2g", "checkpoint_every": 3}
+
+
+def test_cli_reports_a_refused_job(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job the config refuses exits 2 with the problems, no traceback."""
+    from jobs import __main__ as cli
+
+    def refuse(spec: command.JobSpec) -> None:
+        raise ConfigError(["cluster: 'c' has no stack file"])
+
+    monkeypatch.setattr(command, "submit", refuse)
+    assert cli.main(["submit", "code", "--name", "a", "--cluster", "c"]) == 2
+    assert "cluster: 'c' has no stack file" in capsys.readouterr().err

@@ -146,3 +146,39 @@ def test_swarm_configs_are_surveyed() -> None:
     ]
     assert recover.KINDS["config"] == recover.CONFIG
     assert recover.REMOVABLE.index(recover.SERVICE) < recover.REMOVABLE.index(recover.CONFIG)
+
+
+def test_a_jobs_service_is_no_orphan_of_its_cluster() -> None:
+    """A job stack's service (labelled `dss.job`) is the job's business: the cluster's
+    survey passes over it, and the job's survey over all but its own services."""
+    from types import SimpleNamespace
+
+    leader = SimpleNamespace(
+        services=_Listing(
+            _obj("exp-a-master", "s1", Spec={"Labels": {"dss.job": "exp-a"}}),
+            _obj("exp-b-master", "s2", Spec={"Labels": {"dss.job": "exp-b"}}),
+            _obj("ds-net-warmup", "s3", Spec={"Labels": {}}),
+        )
+    )
+    jobs = recover.job_services(leader)
+    assert jobs == {"s1": "exp-a", "s2": "exp-b"}
+    # The cluster's survey: the jobs' services are elsewhere, its own are not.
+    assert [recover.elsewhere("service", i, jobs, None) for i in ("s1", "s2", "s3")] == [
+        True,
+        True,
+        False,
+    ]
+    # exp-a's survey: only its own service is its business.
+    assert [recover.elsewhere("service", i, jobs, "exp-a") for i in ("s1", "s2", "s3")] == [
+        False,
+        True,
+        True,
+    ]
+    assert recover.elsewhere("network", "n1", jobs, "exp-a")
+
+
+def test_a_job_stack_is_told_by_its_cluster_ref() -> None:
+    """A state holding a ClusterRef is a job stack's, named after its stack."""
+    job = {"resources": [{"type": "deepspeed-swarm:clusterref:ClusterRef"}]}
+    assert recover.stack_job(job, "exp-a") == "exp-a"
+    assert recover.stack_job({"resources": [{"type": "pulumi:pulumi:Stack"}]}, "dev") is None

@@ -224,3 +224,38 @@ def test_follow_moves_with_pdsh_is_accepted(raw: dict[str, Any]) -> None:
     """The pdsh launch may follow its tasks."""
     raw["training"]["recovery"] = {"follow_moves": True}
     assert parse_stack_config(raw).training.recovery.follow_moves is True
+
+
+def test_gpu_model_every_training_host_lacks(raw: dict[str, Any]) -> None:
+    """A GPU model a training host does not have is refused, naming the host."""
+    for h in raw["hosts"]:
+        h["gpus"]["model"] = "H100"
+    raw["hosts"][1]["gpus"]["model"] = "A100"
+    raw["training"] = {**raw.get("training", {}), "gpu_model": "H100"}
+    assert problems(raw) == [
+        "training.gpu_model: 'H100' but training host 'gpu-02' has hosts[1].gpus.model="
+        "'A100'; allowed: the model of every training host (A100, H100)"
+    ]
+
+
+def test_spare_of_another_gpu_model_warns(raw: dict[str, Any]) -> None:
+    """A spare of another GPU model is a warning: no task can move onto it."""
+    for h in raw["hosts"]:
+        h["gpus"]["model"] = "H100"
+    raw["hosts"].append({**host(9), "spare": True, "gpus": {"count": 8, "model": "A100"}})
+    raw["training"] = {**raw.get("training", {}), "gpu_model": "H100"}
+    assert warnings_of(raw) == [
+        "hosts[3]: spare 'gpu-09' has gpus.model='A100', not training.gpu_model 'H100': no "
+        "task can move onto it"
+    ]
+
+
+def test_gpu_model_pins_the_placement() -> None:
+    """With a GPU model, the tasks' placement also needs the node's GPU model label."""
+    from infra.render.labels import placement_constraints
+
+    assert placement_constraints("worker") == ["node.labels.dss.role==worker"]
+    assert placement_constraints("worker", "H100") == [
+        "node.labels.dss.role==worker",
+        "node.labels.dss.gpu-model==H100",
+    ]
