@@ -17,6 +17,7 @@ no-op after all of it. The tests depend on this order (as tests/engine/test_run.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from harness import ROOT
 from harness.configs import dev_config
 from harness.lab import Resume, logged_steps, resumes_in, run_log, service_versions, shared
 from harness.stack import Pulumi, Stack
@@ -182,6 +184,25 @@ def test_list_shows_state_step_loss_and_gpus(cluster: Stack, job: dict[str, Any]
     assert (row.cluster, row.state, row.gpus) == (CLUSTER, "running", "2 x 1 cpu"), row
     assert row.step is not None and row.step >= max(logged_steps(JOB)) - 1, row
     assert isinstance(row.loss, float), row
+
+
+def test_the_command_line_lists_and_follows_the_job(cluster: Stack, job: dict[str, Any]) -> None:
+    """`scripts/job list` and `scripts/job logs --rank 1` as a person runs them: the job's
+    row, and the last lines of the task that runs rank 1."""
+    script = str(ROOT / "scripts" / "job")
+
+    def cli(*args: str) -> str:
+        proc = subprocess.run([script, *args], env=cluster.env, capture_output=True,
+                              text=True, timeout=300, check=False)  # fmt: skip
+        assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-2000:])
+        return proc.stdout
+
+    rows = [line.split() for line in cli("list").splitlines()]
+    assert rows[0][:3] == ["JOB", "CLUSTER", "STATE"], rows
+    assert [JOB, CLUSTER, "running"] in [r[:3] for r in rows[1:]], rows
+    address = job["rankMap"][1]["address"]
+    lines = cli("logs", JOB, "--rank", "1", "--lines", "100").splitlines()
+    assert lines and all(x.startswith(f"{address}: ") for x in lines), lines[:5]
 
 
 def test_logs_read_the_jobs_launcher_log(job: dict[str, Any]) -> None:
