@@ -29,7 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,19 +90,29 @@ def targets(stack: Stack) -> list[str]:
     return [arg for urn in urns for arg in ("--target", urn)]
 
 
-def measure(stack: Stack, train_py: Path, mark: str, *up_args: str) -> dict[str, Any]:
-    """Edit, `up`, first new step: seconds to `up`'s exit and to the step, and which
-    services Swarm rolled."""
-    before, offset = service_versions(), log_size()
+def timed_change(
+    train_py: Path, mark: str, apply: Callable[[], object], run: str = RUN
+) -> dict[str, Any]:
+    """Edit `train_py`, `apply` the change (an `up`, a job's submit), first new step of
+    run `run`: seconds to `apply`'s return and to the step, and which services Swarm
+    rolled."""
+    before, offset = service_versions(), log_size(run)
     edit(train_py, mark)
     t0 = time.monotonic()
-    stack.pulumi("up", "--yes", "--skip-preview", *up_args)
+    apply()
     up_s = time.monotonic() - t0
-    step = first_new_step(offset, mark)
+    step = first_new_step(offset, mark, run=run)
     step_s = time.monotonic() - t0
     after = service_versions()
     rolled = sorted(n for n in after if after[n] != before.get(n))
     return {"up_s": up_s, "step_s": step_s, "step": step, "rolled": rolled}
+
+
+def measure(stack: Stack, train_py: Path, mark: str, *up_args: str) -> dict[str, Any]:
+    """The change by `pulumi up` on a single stack (`timed_change`)."""
+    return timed_change(
+        train_py, mark, lambda: stack.pulumi("up", "--yes", "--skip-preview", *up_args)
+    )
 
 
 def record(out: dict[str, dict[str, Any]], path: str, m: dict[str, Any]) -> None:
@@ -113,17 +123,13 @@ def record(out: dict[str, dict[str, Any]], path: str, m: dict[str, Any]) -> None
 
 
 def measure_job(cluster: Stack, spec: JobSpec, mark: str) -> dict[str, Any]:
-    """Edit the job's train.py, submit it again, first new step (as `measure`)."""
-    before, offset = service_versions(), log_size(spec.name)
-    edit(spec.code_dir / "train.py", mark)
-    t0 = time.monotonic()
-    submit(spec, env=cluster.env, out=lambda _: None)
-    up_s = time.monotonic() - t0
-    step = first_new_step(offset, mark, run=spec.name)
-    step_s = time.monotonic() - t0
-    after = service_versions()
-    rolled = sorted(n for n in after if after[n] != before.get(n))
-    return {"up_s": up_s, "step_s": step_s, "step": step, "rolled": rolled}
+    """The change by the job command's submit again (`timed_change`)."""
+    return timed_change(
+        spec.code_dir / "train.py",
+        mark,
+        lambda: submit(spec, env=cluster.env, out=lambda _: None),
+        run=spec.name,
+    )
 
 
 def job_path(state: Path, work: Path, config: dict[str, Any]) -> dict[str, Any]:

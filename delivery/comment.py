@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from delivery import preview
-from jobs.command import job_names
+from infra.config import job_names
 
 # The project root, where the stack files are.
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def main() -> int:
     else:
         sys.stdout.write(
             preview.render(
-                digest, args.stack, stack_transport(args.stack), job_names(cluster=args.stack)
+                digest, args.stack, stack_transport(args.stack), job_names(ROOT, cluster=args.stack)
             )
         )
     return 0

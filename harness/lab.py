@@ -233,6 +233,12 @@ def resumes_in(text: str) -> list[Resume]:
     return [Resume(m.group(1), int(m.group(2))) for m in _RESUME_LINE.finditer(text)]
 
 
+def run_resumes(run: str) -> list[Resume]:
+    """Every resume of training run `run` so far, as its launcher log has them."""
+    log = run_log(run, "launcher.log")
+    return resumes_in(log.read_text(errors="replace")) if log.exists() else []
+
+
 def remove_network(api: docker_sdk.DockerClient, network: str, timeout: float = 90.0) -> None:
     """Remove an overlay by hand once the tasks of removed services have left it
     (Docker refuses to remove a network that still has endpoints), and return once this

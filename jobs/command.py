@@ -21,10 +21,13 @@ from typing import Any
 from pulumi import automation as auto
 
 from harness import ROOT
-from infra.config import ConfigError, StackConfig, parse_stack_config, stack_file_values
+from infra.components.hostfacts import ssh_target
+from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
+from infra.config import job_names as config_job_names
 from infra.config import stack_file_yaml as render_stack_file
-from infra.config.jobs import job_config
 from infra.layout import PROJECT
+from infra.providers.hostops import ssh_argv
+from infra.render.launch import metrics_path
 from infra.render.run import launcher_log
 
 Printer = Callable[[str], Any]
@@ -70,37 +73,18 @@ def stack_file(name: str) -> Path:
     return ROOT / f"Pulumi.{name}.yaml"
 
 
-def job_stack_config(spec: JobSpec) -> dict[str, Any]:
-    """The job's stack file config (namespaced keys), as `submit` writes it."""
-    return {
-        f"{PROJECT}:kind": "job",
-        f"{PROJECT}:cluster": spec.cluster,
-        f"{PROJECT}:training": spec.training(),
-    }
-
-
 def job_settings(name: str) -> StackConfig:
     """Job `name`'s validated config, its cluster's file included (ConfigError: why not)."""
-    raw = stack_file_values(stack_file(name).read_text())
-    merged, secret_keys, problems = job_config(raw, name, ROOT)
-    if problems:
-        raise ConfigError(problems)
-    return parse_stack_config(merged, secret_keys)
+    return parse_job(stack_file_values(stack_file(name).read_text()), name, ROOT)
 
 
 def write_job(spec: JobSpec) -> Path:
     """Write the job's stack file after validating it with its cluster's, keeping the
     encryption salt a stack init wrote. Nothing is written when the config is refused."""
-    config = job_stack_config(spec)
-    prefix = f"{PROJECT}:"
-    merged, secret_keys, problems = job_config(
-        {k.removeprefix(prefix): v for k, v in config.items()}, spec.name, ROOT
-    )
-    if problems:
-        raise ConfigError(problems)
-    parse_stack_config(merged, secret_keys)
+    raw = {"kind": "job", "cluster": spec.cluster, "training": spec.training()}
+    parse_job(raw, spec.name, ROOT)
     path = stack_file(spec.name)
-    text = render_stack_file(config)
+    text = render_stack_file({f"{PROJECT}:{k}": v for k, v in raw.items()})
     if path.exists():
         import yaml
 
@@ -155,17 +139,8 @@ HEADER = f"{'JOB':<20} {'CLUSTER':<16} {'STATE':<10} {'STEP':>8} {'LOSS':>8}  GP
 
 
 def job_names(cluster: str | None = None) -> list[str]:
-    """The job stacks of this project (stack files with `kind: job`), or those of
-    cluster stack `cluster` only."""
-    names = []
-    for path in sorted(ROOT.glob("Pulumi.*.yaml")):
-        try:
-            values = stack_file_values(path.read_text())
-        except (KeyError, TypeError, ValueError):
-            continue
-        if values.get("kind") == "job" and cluster in (None, values.get("cluster")):
-            names.append(path.name.removeprefix("Pulumi.").removesuffix(".yaml"))
-    return names
+    """The job stacks of this project, or those of cluster stack `cluster` only."""
+    return config_job_names(ROOT, cluster)
 
 
 def gpus(cfg: StackConfig) -> str:
@@ -178,16 +153,12 @@ def gpus(cfg: StackConfig) -> str:
     return f"{nodes} x {t.gpus_per_node} {'/'.join(models) or 'gpu'}"
 
 
-def on_master(cfg: StackConfig, remote: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """Run shell `remote` on the cluster's master host over SSH (its stack's settings)."""
-    h, pf = cfg.master, cfg.preflight
-    argv = ["ssh", "-p", str(h.ssh_port), "-o", "BatchMode=yes"]
-    if pf.ssh_private_key_file:
-        argv += ["-i", pf.ssh_private_key_file]
-    if pf.ssh_known_hosts_file:
-        argv += ["-o", f"UserKnownHostsFile={pf.ssh_known_hosts_file}"]
-    argv += [f"{h.ssh_user}@{h.address}", remote]
-    return subprocess.run(argv, text=True, check=False, **kw)
+def on_master(cfg: StackConfig, script: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run shell `script` on the cluster's master host over SSH, as the preflight
+    reaches it (the cluster's key file and known_hosts); its output goes where `kw`
+    says (the terminal unless captured)."""
+    argv = ssh_argv(ssh_target(cfg, cfg.master))
+    return subprocess.run(argv, input=script, text=True, check=False, **kw)
 
 
 def host_path(cfg: StackConfig, task_path: str) -> str:
@@ -197,8 +168,8 @@ def host_path(cfg: StackConfig, task_path: str) -> str:
 
 def last_metrics(cfg: StackConfig) -> dict[str, Any]:
     """The job's newest metrics line (step, loss), read on the master host; {} if none."""
-    path = f"{cfg.training.data_dir}/logs/{cfg.training.run_name}/metrics.jsonl"
-    proc = on_master(cfg, f"tail -n1 {shlex.quote(path)} 2>/dev/null", capture_output=True)
+    proc = on_master(cfg, f"tail -n1 {shlex.quote(metrics_path(cfg))} 2>/dev/null",
+                     capture_output=True)  # fmt: skip
     try:
         return dict(json.loads(proc.stdout.strip() or "{}"))
     except ValueError:

@@ -15,6 +15,9 @@ config key, the bad value and what is allowed.
 The names below are the package's interface: import them from `infra.config`.
 """
 
+# Stack files only (no model): before the models by name, as the sort wants it.
+from infra.config.jobs import job_names
+
 # Models first: StackConfig imports the rules, which import the leaf models.
 from infra.config.models import (
     CONFIG_KEYS,
@@ -41,7 +44,7 @@ from infra.config.models import (
     StackConfig,
     Training,
 )
-from infra.config.parse import ConfigError, load, parse_stack_config
+from infra.config.parse import ConfigError, load, parse_job, parse_stack_config
 from infra.config.reference import (
     README_END,
     README_START,
@@ -139,8 +142,10 @@ __all__ = [
     "code_dir",
     "config_reference",
     "duration_seconds",
+    "job_names",
     "load",
     "network_env",
+    "parse_job",
     "parse_stack_config",
     "readme_with_reference",
     "rules_reference",

@@ -24,6 +24,20 @@ CLUSTER_ONLY = ("kind", "training", "secrets", "jupyter", "monitoring")
 its secret values, what only the cluster deploys)."""
 
 
+def job_names(project_dir: Path, cluster: str | None = None) -> list[str]:
+    """The job stacks of the project in `project_dir` (stack files with `kind: job`),
+    or those of cluster stack `cluster` only."""
+    names = []
+    for path in sorted(project_dir.glob("Pulumi.*.yaml")):
+        try:
+            values = stack_file_values(path.read_text())
+        except (KeyError, TypeError, ValueError):
+            continue
+        if values.get("kind") == "job" and cluster in (None, values.get("cluster")):
+            names.append(path.name.removeprefix("Pulumi.").removesuffix(".yaml"))
+    return names
+
+
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """`over`'s keys over `base`'s, objects merged key by key, lists replaced."""
     out = dict(base)

@@ -83,6 +83,15 @@ def parse_stack_config(raw: dict[str, Any], secret_keys: set[str] | None = None)
     return cfg
 
 
+def parse_job(job: dict[str, Any], stack: str, project_dir: Path) -> StackConfig:
+    """Validate job stack `stack` (its raw values `job`) with its cluster's stack file in
+    `project_dir` (infra/config/jobs.py). Raises `ConfigError` listing every problem."""
+    raw, secret_keys, problems = job_config(job, stack, project_dir)
+    if problems:
+        raise ConfigError(problems)
+    return parse_stack_config(raw, secret_keys)
+
+
 def _value(text: str | None) -> Any:
     """A config value as the engine passed it: JSON (objects, lists, numbers), else the
     plain string (`kind: cluster`)."""
@@ -114,12 +123,10 @@ def load(project_dir: Path | None = None) -> tuple[StackConfig, dict[str, Any]]:
     values = dict(raw.get("secrets") or {})
     try:
         if raw.get("kind") == "job":
-            stack = pulumi.get_stack()
-            raw, secret_keys, problems = job_config(raw, stack, project_dir or Path.cwd())
-            if problems:
-                raise ConfigError(problems)
+            parsed = parse_job(raw, pulumi.get_stack(), project_dir or Path.cwd())
             values = {}
-        parsed = parse_stack_config(raw, secret_keys)
+        else:
+            parsed = parse_stack_config(raw, secret_keys)
     except ConfigError as e:
         # A RunError is reported by the engine as its message alone, without a
         # traceback: the key, the value and what is allowed is all a user needs.

@@ -17,12 +17,12 @@ class HostError(Exception):
     """A host could not be reached or answered something unusable."""
 
 
-def ssh_run(ssh: dict[str, Any], script: str, timeout: int = 60) -> str:
-    """Run a POSIX shell script on a host over SSH and return its stdout.
+def ssh_argv(ssh: dict[str, Any]) -> list[str]:
+    """`ssh` to a host, running the POSIX shell script it is given on stdin.
 
-    `ssh` holds `user`, `address`, `port` and optionally `key_file`; without a key
-    file the operator's ssh agent and config choose the key, as for a plain `ssh`.
-    The script travels on stdin, so nothing of it shows in a process list.
+    `ssh` holds `user`, `address`, `port` and optionally `key_file` and `known_hosts`;
+    without a key file the operator's ssh agent and config choose the key, as for a
+    plain `ssh`. The script travels on stdin, so nothing of it shows in a process list.
     """
     key = ssh.get("key_file")
     argv = [
@@ -38,7 +38,12 @@ def ssh_run(ssh: dict[str, Any], script: str, timeout: int = 60) -> str:
     ]  # fmt: skip
     if key:
         argv += ["-i", key, "-o", "IdentitiesOnly=yes"]
-    argv += [f"{ssh.get('user', 'root')}@{ssh['address']}", "sh", "-s"]
+    return [*argv, f"{ssh.get('user', 'root')}@{ssh['address']}", "sh", "-s"]
+
+
+def ssh_run(ssh: dict[str, Any], script: str, timeout: int = 60) -> str:
+    """Run a POSIX shell script on a host over SSH (`ssh_argv`) and return its stdout."""
+    argv = ssh_argv(ssh)
     try:
         proc = subprocess.run(
             argv, input=script, capture_output=True, text=True, timeout=timeout, check=False

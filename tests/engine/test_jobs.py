@@ -27,7 +27,7 @@ import pytest
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import Resume, logged_steps, resumes_in, run_log, service_versions, shared
+from harness.lab import Resume, logged_steps, run_log, run_resumes, service_versions, shared
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.layout import STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
@@ -84,8 +84,7 @@ def newest_checkpoint(run: str) -> str:
 
 def resumes() -> list[Resume]:
     """Every resume of the job so far, as rank 0 announced it."""
-    log = run_log(JOB, "launcher.log")
-    return resumes_in(log.read_text(errors="replace")) if log.exists() else []
+    return run_resumes(JOB)
 
 
 @pytest.fixture(scope="module")

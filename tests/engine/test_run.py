@@ -27,8 +27,8 @@ from harness.lab import (
     exec_text,
     logged_steps,
     restart_events,
-    resumes_in,
     run_log,
+    run_resumes,
     service_versions,
     shared,
 )
@@ -68,9 +68,7 @@ def restarts() -> list[dict[str, Any]]:
 
 def resumes() -> list[int]:
     """The first step of every resume so far, as rank 0 announced it."""
-    log = run_log(RUN, "launcher.log")
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return [r.next_step for r in resumes_in(text)]
+    return [r.next_step for r in run_resumes(RUN)]
 
 
 def resumed_after(before: int, t0: float, timeout: float = 300) -> tuple[int, float]:
