@@ -12,10 +12,12 @@ run on one lab.
 `dev`: 2 lab hosts x 2 fake GPUs; `lab8`: the 9-host lab (8 training hosts and a spare).
 Uses its own stack (`bench-edit`, the stack's config, state in a temp folder) and
 brings the lab up and down itself; the image bases must exist (images/prepare). The
-job path comes last, on the same lab: the single stack is destroyed, a cluster stack
-(`bench-edit-cluster`, the same config with `kind: cluster`) and a job
-(`bench-edit-job`) are made on it. Every path resumes from the run's newest
-checkpoint, so the figure is the time to the first new step, not a cold start.
+job path comes last, on the same lab: the single stack becomes a cluster stack
+(`kind: cluster`, the documented migration: the run is deleted, the swarm, image,
+overlay and secrets stay) and a job (`bench-edit-job`) is submitted on it; with
+`--paths job` alone, a cluster stack (`bench-edit-cluster`) is made for it. Every path
+resumes from the run's newest checkpoint, so the figure is the time to the first new
+step, not a cold start.
 """
 
 from __future__ import annotations
@@ -132,23 +134,31 @@ def measure_job(cluster: Stack, spec: JobSpec, mark: str) -> dict[str, Any]:
     )
 
 
-def job_path(state: Path, work: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """A cluster stack on the lab, a job on it training synced code, one line changed
-    and submitted again; the cluster and the job removed afterwards."""
-    cluster = bench_stack(CLUSTER, state, {**config, "deepspeed-swarm:kind": "cluster"})
+def job_path(cluster: Stack, work: Path) -> dict[str, Any]:
+    """A job on the cluster stack `cluster` (up), training synced code, one line changed
+    and submitted again; the job removed afterwards."""
     code = image_code(work / "jobcode")
-    spec = JobSpec(name=JOB, cluster=CLUSTER, code_dir=code, steps=100000)
+    spec = JobSpec(name=JOB, cluster=cluster.name, code_dir=code, steps=100000)
     try:
-        cluster.init(SECRETS)
-        cluster.pulumi("up", "--yes", "--skip-preview")
         submit(spec, env=cluster.env, out=lambda _: None)
         wait_for("three logged steps", lambda: len(logged_steps(JOB)) >= 3, 1200, 2)
         m = measure_job(cluster, spec, "dss-bench: job v2")
         remove(JOB, env=cluster.env, out=lambda _: None)
+    finally:
+        stack_file(JOB).unlink(missing_ok=True)
+    return m
+
+
+def fresh_cluster(state: Path, work: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The job path alone: a cluster stack made on the lab for it, destroyed after."""
+    cluster = bench_stack(CLUSTER, state, {**config, "deepspeed-swarm:kind": "cluster"})
+    try:
+        cluster.init(SECRETS)
+        cluster.pulumi("up", "--yes", "--skip-preview")
+        m = job_path(cluster, work)
         cluster.pulumi("destroy", "--yes", "--skip-preview")
         cluster.pulumi("stack", "rm", "--yes", "--force")
     finally:
-        stack_file(JOB).unlink(missing_ok=True)
         cluster.config_file.unlink(missing_ok=True)
     return m
 
@@ -170,7 +180,7 @@ def one_run(
     single = [p for p in paths if p != "job"]
     try:
         if not single:
-            record(out, "job", job_path(state, work, config))
+            record(out, "job", fresh_cluster(state, work, config))
             return out
         stack.init(SECRETS)
         stack.pulumi("up", "--yes", "--skip-preview")
@@ -195,10 +205,14 @@ def one_run(
             record(out, "targeted", targeted)
             # The targeted `up` left nothing behind: a full preview proposes nothing.
             stack.pulumi("preview", "--expect-no-changes")
+        if "job" in paths:
+            # The single stack becomes the cluster (docs/jobs.md, "Migrating a single
+            # stack"): its run is deleted, its swarm, image, overlay and secrets stay.
+            stack.pulumi("config", "set", "kind", "cluster")
+            stack.pulumi("up", "--yes", "--skip-preview")
+            record(out, "job", job_path(stack, work))
         stack.pulumi("destroy", "--yes", "--skip-preview")
         stack.pulumi("stack", "rm", "--yes", "--force")
-        if "job" in paths:
-            record(out, "job", job_path(state, work, config))
     finally:
         stack.config_file.unlink(missing_ok=True)
         lab("down")
