@@ -86,6 +86,7 @@ else:
             hosts=cfg.hosts,
             active_hosts=cfg.active_hosts,
             workers=cfg.workers,
+            unused=cfg.unused_hosts,
             spares=cfg.spares,
             secret_names=cfg.secret_names,
             image=image,

@@ -37,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--script", default="train.py", help="in the code dir (default train.py)")
     s.add_argument("--steps", type=int)
     s.add_argument("--checkpoint-every", type=int)
+    s.add_argument("--nodes", type=int, help="hosts it runs on (default every training host)")
     s.add_argument("--gpus-per-node", type=int)
     s.add_argument("--gpu-model", help="only hosts with this GPU model (hosts[].gpus.model)")
     s.add_argument("--ds-config", help="a DeepSpeed config file in the project")
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.op == "submit":
             spec = command.JobSpec(
                 name=a.name, cluster=a.cluster, code_dir=a.dir, script=a.script, args=args,
-                steps=a.steps, checkpoint_every=a.checkpoint_every,
+                steps=a.steps, checkpoint_every=a.checkpoint_every, nodes=a.nodes,
                 gpus_per_node=a.gpus_per_node, gpu_model=a.gpu_model, ds_config=a.ds_config,
                 extra=dict(a.set),
             )  # fmt: skip

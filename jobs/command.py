@@ -44,6 +44,7 @@ class JobSpec:
     args: Sequence[str] = ()
     steps: int | None = None
     checkpoint_every: int | None = None
+    nodes: int | None = None
     gpus_per_node: int | None = None
     gpu_model: str | None = None
     ds_config: str | None = None
@@ -56,7 +57,8 @@ class JobSpec:
         out: dict[str, Any] = {"code": {"dir": _shown(self.code_dir)}, "script": self.script}
         if self.args:
             out["args"] = list(self.args)
-        for key in ("steps", "checkpoint_every", "gpus_per_node", "gpu_model", "ds_config"):
+        keys = ("steps", "checkpoint_every", "nodes", "gpus_per_node", "gpu_model", "ds_config")
+        for key in keys:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

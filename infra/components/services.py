@@ -69,6 +69,8 @@ class TrainingServicesArgs:
     """One warm-up task each, where their engines need it (warmup_replicas)."""
     workers: Sequence[Host]
     """One `ds-worker` task each."""
+    unused: Sequence[Host]
+    """Training hosts the run leaves out (`training.nodes`): its workers never go there."""
     spares: Sequence[Host]
     """One standby task each."""
     secret_names: Sequence[str]
@@ -231,11 +233,12 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
         # Without the services' own labels, the run's recovery settings and its synced
         # code: they are not part of any task spec (and a stack deployed before a key
         # existed keeps its digest).
-        # gpu_model only where set: a stack deployed before the key keeps its digest.
+        # gpu_model and nodes only where set: a stack deployed before the keys keeps
+        # its digest.
         "training": cfg.training.model_dump(
             mode="json",
             exclude={"service_labels", "recovery", "code"}
-            | ({"gpu_model"} if cfg.training.gpu_model is None else set()),
+            | {k for k in ("gpu_model", "nodes") if getattr(cfg.training, k) is None},
         ),
         # The environment carries what tasks see of hosts (RDMA devices) and of
         # monitoring (their metrics port).
@@ -394,11 +397,18 @@ class TrainingServices(pulumi.ComponentResource):
             else (None, None)
         )
 
+        # With `training.nodes`, the workers keep off the hosts the run leaves out (a
+        # moved task may still go to a spare).
+        keep_off = [f"node.hostname!={h.name}" for h in args.unused]
+
         def task_spec(role: str) -> docker.ServiceTaskSpecArgs:
+            constraints = placement_constraints(role, t.gpu_model)
             return docker.ServiceTaskSpecArgs(
                 container_spec=spec,
                 networks_advanceds=specs.overlay(self.training_network_id),
-                placement=specs.placement(placement_constraints(role, t.gpu_model), max_replicas=1),
+                placement=specs.placement(
+                    constraints + (keep_off if role == "worker" else []), max_replicas=1
+                ),
                 resources=gpu_reservation(t.gpus_per_node),
                 restart_policy=specs.restart_policy(
                     rp.condition, rp.delay, rp.max_attempts, rp.window

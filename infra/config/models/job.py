@@ -151,6 +151,10 @@ class Training(_Model):
     """The GPU model every training task needs (a `hosts[].gpus.model`): every training
     host must have it, and Swarm places a task, or moves one to a spare, only onto a
     node labelled with it. Default none (any model)."""
+    nodes: int | None = Field(default=None, ge=1, le=64)
+    """Training hosts the run uses: the master host and the next `nodes - 1` active
+    training hosts in `hosts` order; the others get none of its tasks (a moved task
+    may still go to a spare). Default every active training host."""
     procs_per_node: int | None = Field(default=None, ge=1, le=64)
     """Ranks per node on CPU (`cpu_only`, or `gpus_per_node` 0). Default 1; on GPUs
     the launcher starts one rank per reserved GPU."""

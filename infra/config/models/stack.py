@@ -124,9 +124,20 @@ class StackConfig(BaseModel):
         return [h for h in self.hosts if h.availability == "active"]
 
     @property
-    def training_hosts(self) -> list[Host]:
-        """The hosts that carry a training task when all are up (active, not spares)."""
+    def eligible_hosts(self) -> list[Host]:
+        """The hosts that may carry a training task when all are up: active, not spares."""
         return [h for h in self.active_hosts if not h.spare]
+
+    @property
+    def training_hosts(self) -> list[Host]:
+        """The hosts that carry a training task when all are up: the eligible hosts, the
+        first `training.nodes` of them when set."""
+        return self.eligible_hosts[: self.training.nodes]
+
+    @property
+    def unused_hosts(self) -> list[Host]:
+        """Eligible hosts the run leaves out (`training.nodes`): no task of it goes there."""
+        return self.eligible_hosts[len(self.training_hosts) :]
 
     @property
     def spares(self) -> list[Host]:

@@ -76,6 +76,12 @@ RULES: tuple[Rule, ...] = (
         training.gpu_model,
     ),
     Rule(
+        "training.nodes",
+        "error",
+        "No more nodes than active training hosts (spares and drained hosts not counted).",
+        training.nodes,
+    ),
+    Rule(
         "training.gpu_model",
         "warning",
         "A spare of another GPU model cannot take a task.",

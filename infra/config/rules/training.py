@@ -106,6 +106,16 @@ def gpu_model(cfg: StackConfig) -> list[str]:
     ]
 
 
+def nodes(cfg: StackConfig) -> list[str]:
+    want, have = cfg.training.nodes, len(cfg.eligible_hosts)
+    if want is None or want <= have:
+        return []
+    return [
+        f"training.nodes: {want} but the stack has {have} active training host(s) "
+        f"({', '.join(h.name for h in cfg.eligible_hosts)}); allowed: 1-{have}"
+    ]
+
+
 def spare_gpu_model(cfg: StackConfig) -> list[str]:
     want = cfg.training.gpu_model
     return [

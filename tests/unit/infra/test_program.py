@@ -300,6 +300,26 @@ def test_drained_host_gets_no_task(mocks: Mocks, raw: dict[str, Any], tmp_path: 
     assert mocks.named("unit-launch-roster").inputs["expected_tasks"] == 2
 
 
+def test_nodes_keeps_the_workers_off_the_hosts_left_out(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """`training.nodes: 2` of three hosts: one worker, kept off the third host by name;
+    the master's placement and the warm-up tasks are as without it; the roster expects
+    two tasks."""
+    raw["training"] = {**raw.get("training", {}), "nodes": 2}
+    run_program(raw, tmp_path)
+    svcs = {r.inputs["name"]: r.inputs for r in mocks.by_type(SERVICE)}
+    worker, master = svcs["ds-worker"], svcs["ds-master"]
+    assert worker["mode"]["replicated"]["replicas"] == 1
+    assert worker["taskSpec"]["placement"]["constraints"] == [
+        "node.labels.dss.role==worker",
+        "node.hostname!=gpu-03",
+    ]
+    assert master["taskSpec"]["placement"]["constraints"] == ["node.labels.dss.role==master"]
+    assert svcs["ds-net-warmup"]["mode"]["replicated"]["replicas"] == 3, "warm-up"
+    assert mocks.named("unit-launch-roster").inputs["expected_tasks"] == 2
+
+
 @pytest.mark.parametrize(("engine", "tasks"), [("20.10.24+dfsg1", 3), ("28.5.2", 0)])
 def test_warmup_tasks_follow_the_engine(
     mocks: Mocks, raw: dict[str, Any], tmp_path: Path, engine: str, tasks: int

@@ -94,6 +94,16 @@ def test_gpus_column(project: Path) -> None:
     assert command.gpus(command.job_settings("exp1")) == "2 x 1 cpu"
 
 
+def test_nodes_in_the_file_and_the_gpus_column(project: Path) -> None:
+    """`--nodes 1` is written to the job's file, and the list counts one node; more
+    nodes than the cluster has are refused before anything is written."""
+    path = command.write_job(spec(project, nodes=1, extra={"launch_mode": "no_ssh"}))
+    assert stack_file_values(path.read_text())["training"]["nodes"] == 1
+    assert command.gpus(command.job_settings("exp1")) == "1 x 1 cpu"
+    with pytest.raises(ConfigError, match=r"training\.nodes: 3 but the stack has 2 active"):
+        command.write_job(spec(project, nodes=3))
+
+
 def test_task_address_by_rank_and_node() -> None:
     """A rank or a node names the task whose lines pdsh prefixes with its address."""
     assert command.task_address(RANK_MAP, rank=3) == "10.0.1.3"
@@ -133,11 +143,13 @@ def test_cli_submit_passes_flags_and_script_args(monkeypatch: pytest.MonkeyPatch
 
     seen: list[command.JobSpec] = []
     monkeypatch.setattr(command, "submit", lambda spec: seen.append(spec))
-    argv = ["submit", "code", "--name", "a", "--cluster", "c", "--steps", "7", "--set",
-            'shm_size="2g"', "--set", "checkpoint_every=3", "--", "--lr", "1e-3"]  # fmt: skip
+    argv = ["submit", "code", "--name", "a", "--cluster", "c", "--steps", "7", "--nodes", "2",
+            "--set", 'shm_size="2g"', "--set", "checkpoint_every=3",
+            "--", "--lr", "1e-3"]  # fmt: skip
     assert cli.main(argv) == 0
     (job,) = seen
-    assert (job.name, job.cluster, job.steps, tuple(job.args)) == ("a", "c", 7, ("--lr", "1e-3"))
+    assert (job.name, job.cluster, job.steps, job.nodes) == ("a", "c", 7, 2)
+    assert tuple(job.args) == ("--lr", "1e-3")
     assert dict(job.extra) == {"shm_size": "2g", "checkpoint_every": 3}
 
 

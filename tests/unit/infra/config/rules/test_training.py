@@ -259,3 +259,34 @@ def test_gpu_model_pins_the_placement() -> None:
         "node.labels.dss.role==worker",
         "node.labels.dss.gpu-model==H100",
     ]
+
+
+def test_nodes_more_than_the_training_hosts(raw: dict[str, Any]) -> None:
+    """More nodes than active training hosts is refused, naming them; a spare and a
+    drained host do not count."""
+    raw["hosts"][2]["availability"] = "drain"
+    raw["hosts"].append({**host(9), "spare": True})
+    raw["training"] = {**raw.get("training", {}), "nodes": 3}
+    assert problems(raw) == [
+        "training.nodes: 3 but the stack has 2 active training host(s) (gpu-01, gpu-02); "
+        "allowed: 1-2"
+    ]
+
+
+def test_nodes_takes_the_first_training_hosts(raw: dict[str, Any]) -> None:
+    """`nodes` keeps the first training hosts in `hosts` order (the master first); the
+    rest are left out, and the world size follows."""
+    raw["hosts"].append({**host(9), "spare": True})
+    raw["training"] = {**raw.get("training", {}), "nodes": 2}
+    cfg = parse_stack_config(raw)
+    assert [h.name for h in cfg.training_hosts] == ["gpu-01", "gpu-02"]
+    assert [h.name for h in cfg.unused_hosts] == ["gpu-03"]
+    assert [h.name for h in cfg.workers] == ["gpu-02"]
+    assert [h.name for h in cfg.spares] == ["gpu-09"]
+    assert cfg.world_size == 2 * cfg.training.ranks_per_node
+
+
+def test_nodes_unset_uses_every_training_host(raw: dict[str, Any]) -> None:
+    """Without `nodes`, every active training host trains and none is left out."""
+    cfg = parse_stack_config(raw)
+    assert len(cfg.training_hosts) == 3 and cfg.unused_hosts == []

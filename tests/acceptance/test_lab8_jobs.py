@@ -1,0 +1,224 @@
+"""A job on the 9-host lab's cluster with the job command (issue 22), as a person runs
+it: `scripts/job submit`, `logs -f`, `list`, one line of `train.py` changed and
+submitted again, `stop` and `remove`, each a subprocess with the cluster's backend.
+The cluster is the `lab8` stack's config with `kind: cluster`; the job trains synced
+code on the eight training hosts. Tests run in file order on one cluster and one job;
+each records a row of the table `scripts/acceptance` prints (tests/acceptance/report.py).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import ROOT
+from harness.configs import lab8_config
+from harness.lab import docker, logged_steps, run_log, run_resumes, service_versions, shared
+from harness.stack import Pulumi, Stack
+from harness.waits import wait_for
+from infra.layout import training_service_names
+from jobs import command
+from tests.acceptance.conftest import SECRET
+from tests.engine.conftest import MakeStack
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
+
+CLUSTER = "test-lab8-cluster"
+JOB = "test-lab8-job"
+CKPT_EVERY = 10
+MARK = "dss-acceptance: job code version 2"
+SCRIPT = str(ROOT / "scripts" / "job")
+TRAINING_HOSTS = [f"lab-h{i}" for i in range(1, 9)]
+
+
+@pytest.fixture(scope="module")
+def cluster(lab9: dict[str, Any], make_stack: MakeStack) -> Iterator[Stack]:
+    """The lab8 config as a cluster stack (no run of its own), up; the job removed
+    afterwards in any case (make_stack then destroys the cluster)."""
+    for sub in ("checkpoints", "logs", ".dss"):
+        shutil.rmtree(shared(sub, JOB), ignore_errors=True)
+    config = {**lab8_config(checkpoint_every=CKPT_EVERY), "deepspeed-swarm:kind": "cluster"}
+    s = make_stack(CLUSTER, config, {"wandb_api_key": SECRET})
+    s.pulumi("up", "--yes", "--skip-preview")
+    try:
+        yield s
+    finally:
+        if command.stack_file(JOB).exists():
+            command.remove(JOB, env=s.env, out=s.record)
+
+
+def job_cli(cluster: Stack, *args: str, timeout: int = 900) -> str:
+    """`scripts/job <args>` with the cluster's backend: its stdout; it must exit 0."""
+    proc = subprocess.run([SCRIPT, *args], env=cluster.env, capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+    cluster.record(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
+    return proc.stdout
+
+
+def submit(cluster: Stack, code: Path) -> str:
+    return job_cli(cluster, "submit", str(code), "--name", JOB, "--cluster", CLUSTER,
+                   "--steps", "100000", "--checkpoint-every", str(CKPT_EVERY))  # fmt: skip
+
+
+def job_outputs(cluster: Stack) -> dict[str, Any]:
+    """The job stack's outputs, read with the cluster's backend."""
+    proc = Pulumi(JOB, env=cluster.env).run("stack", "output", "--json")
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def placed(*services: str) -> list[str]:
+    """The nodes the services' running tasks are on, sorted."""
+    running = ["--filter", "desired-state=running", "--format", "{{.Node}}"]
+    return sorted(docker(1, "service", "ps", *services, *running).split())
+
+
+def test_job_submitted_with_the_job_command(
+    cluster: Stack, code: Path, report: dict[str, str]
+) -> None:
+    """`scripts/job submit` starts a job on the eight training hosts in services of its
+    own. It writes the job's stack file and prints the engine's progress, and the run
+    logs steps under the job's name."""
+    t0 = time.monotonic()
+    out = submit(cluster, code)
+    up_s = time.monotonic() - t0
+    assert f"{JOB}-launch-run" in out, out[-2000:]
+    wait_for("the job's first step", lambda: logged_steps(JOB), 900, 2)
+    step_s = time.monotonic() - t0
+    doc = command.stack_file(JOB).read_text()
+    assert "kind: job" in doc and f"cluster: {CLUSTER}" in doc, doc
+    assert placed(*training_service_names(JOB)) == TRAINING_HOSTS
+    report["figure"] = f"submit {up_s:.0f} s, first step {step_s:.0f} s, 8 tasks"
+    report["command"] = f"scripts/job submit DIR --name {JOB} --cluster {CLUSTER}"
+
+
+def test_job_followed_with_logs(cluster: Stack, report: dict[str, str]) -> None:
+    """`scripts/job logs -f` follows the job's launcher log as steps come, and `--rank 7`
+    prints only the lines of the task that runs rank 7."""
+    last = max(logged_steps(JOB))
+    new_step = tuple(f"step {s}/" for s in range(last + 1, last + 200))
+    proc = subprocess.Popen([SCRIPT, "logs", JOB, "-f", "--lines", "1"], env=cluster.env,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    seen: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 300
+        while not any(s in line for line in seen[-5:] for s in new_step):
+            assert time.monotonic() < deadline, f"no step after {last} followed: {seen[-20:]}"
+            if select.select([proc.stdout], [], [], 5)[0]:
+                seen.append(proc.stdout.readline())
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    address = job_outputs(cluster)["rankMap"][7]["address"]
+    lines = job_cli(cluster, "logs", JOB, "--rank", "7", "--lines", "200").splitlines()
+    assert lines and all(x.startswith(f"{address}: ") for x in lines), lines[:5]
+    report["figure"] = f"a step after {last} followed; {len(lines)} lines, all rank 7's"
+    report["command"] = f"scripts/job logs {JOB} -f; scripts/job logs {JOB} --rank 7"
+
+
+def test_job_listed_with_state_step_loss_and_gpus(cluster: Stack, report: dict[str, str]) -> None:
+    """`scripts/job list` has the job running, with a step read on the hosts now, its
+    loss and the GPUs it holds."""
+    rows = [line.split() for line in job_cli(cluster, "list").splitlines()]
+    assert rows[0] == ["JOB", "CLUSTER", "STATE", "STEP", "LOSS", "GPUS"], rows
+    row = next(r for r in rows[1:] if r[0] == JOB)
+    assert row[1:3] == [CLUSTER, "running"], row
+    assert int(row[3]) >= max(logged_steps(JOB)) - 1, row
+    assert float(row[4]) > 0, row
+    assert row[5:7] == ["8", "x"], row
+    report["figure"] = " ".join(row)
+    report["command"] = "scripts/job list"
+
+
+def test_changed_line_relaunches_without_a_service_update(
+    cluster: Stack, code: Path, report: dict[str, str]
+) -> None:
+    """One line of train.py changed and submitted again: the job relaunches on the new
+    code from its newest checkpoint, no service updated and no image built."""
+    main = code / "train.py"
+    old = "from dss_train.main import main"
+    main.write_text(main.read_text().replace(old, f"print({MARK!r}, flush=True)\n{old}"))
+    log = run_log(JOB, "launcher.log")
+    versions, offset, image = service_versions(), log.stat().st_size, cluster.outputs()["imageRef"]
+    last, before, t0 = max(logged_steps(JOB)), len(run_resumes(JOB)), time.monotonic()
+    submit(cluster, code)
+    up_s = time.monotonic() - t0
+
+    def resumed() -> int | None:
+        found = run_resumes(JOB)
+        return found[before].next_step if len(found) > before else None
+
+    nxt = wait_for("a resume", resumed, 900, 1)
+    wait_for(f"step {nxt} logged", lambda: nxt in logged_steps(JOB), 900, 1)
+    step_s = time.monotonic() - t0
+    assert MARK in log.read_bytes()[offset:].decode(errors="replace"), "not the new code"
+    assert last - nxt < CKPT_EVERY, f"resumed at {nxt}, {last} was logged before"
+    assert service_versions() == versions, "a code change updated a service"
+    assert cluster.outputs()["imageRef"] == image
+    Pulumi(JOB, env=cluster.env).run("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"submit {up_s:.1f} s, first new step (step {nxt}) {step_s:.1f} s after it; "
+        "no service rolled"
+    )
+    report["command"] = f"edit train.py; scripts/job submit DIR --name {JOB} --cluster {CLUSTER}"
+
+
+def test_checkpoints_and_logs_are_the_jobs_own(cluster: Stack, report: dict[str, str]) -> None:
+    """The job's checkpoints and logs are under its own name on the shared data dir,
+    and no service but the job's trains (the cluster has no run of its own)."""
+    ckpts = sorted(p.name for p in shared("checkpoints", JOB).iterdir())
+    assert any(n.startswith("step_") for n in ckpts), ckpts
+    assert run_log(JOB, "metrics.jsonl").exists() and run_log(JOB, "launcher.log").exists()
+    trains = {n for n in service_versions() if n.endswith(("-master", "-worker"))}
+    assert trains == set(training_service_names(JOB)), trains
+    assert not {"ds-master", "ds-worker"} & set(service_versions())
+    report["figure"] = f"{len(ckpts)} checkpoints in checkpoints/{JOB}, logs in logs/{JOB}"
+    report["command"] = f"ls /data/checkpoints/{JOB} /data/logs/{JOB}"
+
+
+def test_stopped_then_removed(cluster: Stack, report: dict[str, str]) -> None:
+    """`scripts/job stop` removes the job's services and keeps its checkpoints, logs and
+    stack file; `remove` drops the stack and the file; the cluster stays a no-op."""
+    job_cli(cluster, "stop", JOB)
+    assert not set(training_service_names(JOB)) & set(service_versions())
+    assert any(shared("checkpoints", JOB).iterdir()), "the job's checkpoints went"
+    assert command.stack_file(JOB).exists()
+    job_cli(cluster, "remove", JOB)
+    assert not command.stack_file(JOB).exists()
+    assert JOB not in command.job_names()
+    cluster.pulumi("preview", "--expect-no-changes")
+    report["figure"] = "services gone, checkpoints and logs kept; cluster preview no-op"
+    report["command"] = f"scripts/job stop {JOB}; scripts/job remove {JOB}"
+
+
+def test_job_on_four_of_the_eight_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
+    """`scripts/job submit --nodes 4` runs a job on the master host and the next three
+    training hosts only, with world size 4; removed, it leaves the cluster a no-op."""
+    small = f"{JOB}-4"
+    for sub in ("checkpoints", "logs", ".dss"):
+        shutil.rmtree(shared(sub, small), ignore_errors=True)
+    t0 = time.monotonic()
+    try:
+        job_cli(cluster, "submit", str(code), "--name", small, "--cluster", CLUSTER,
+                "--nodes", "4", "--steps", "100000")  # fmt: skip
+        wait_for("the 4-node job's first step", lambda: logged_steps(small), 900, 2)
+        took = time.monotonic() - t0
+        assert placed(*training_service_names(small)) == TRAINING_HOSTS[:4]
+        text = run_log(small, "launcher.log").read_text(errors="replace")
+        assert "world 4," in text, text[-2000:]
+    finally:
+        if command.stack_file(small).exists():
+            job_cli(cluster, "remove", small)
+    cluster.pulumi("preview", "--expect-no-changes")
+    report["figure"] = f"tasks on lab-h1..h4, world 4; first step {took:.0f} s after submit"
+    report["command"] = f"scripts/job submit DIR --name {small} --cluster {CLUSTER} --nodes 4"
