@@ -49,7 +49,8 @@ secrets: ClusterSecrets | ClusterRef
 if cfg.kind == "job":
     assert cfg.cluster is not None  # the config's rules: a job names its cluster
     cluster = ClusterRef(
-        f"{stack}-cluster", ClusterRefArgs(cfg.cluster, cfg.hosts, cfg.leader, cfg.secret_names)
+        f"{stack}-cluster",
+        ClusterRefArgs(cfg.cluster, cfg.hosts, cfg.leader, cfg.secret_names, cfg.cluster_digest),
     )
     swarm = image = network = secrets = cluster
 else:
@@ -156,6 +157,8 @@ if cfg.kind == "cluster" and isinstance(secrets, ClusterSecrets):
     pulumi.export(
         "secretRefs", {n: {"id": s.id, "name": s.name} for n, s in secrets.secrets.items()}
     )
+    # What its jobs read of its stack file, as deployed (ClusterRef checks it).
+    pulumi.export("clusterDigest", cfg.cluster_digest)
 if launch is not None and services is not None:
     pulumi.export("masterAddress", launch.master_address)
     pulumi.export("hostfile", launch.hostfile)

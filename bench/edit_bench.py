@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import sys
@@ -124,14 +125,29 @@ def record(out: dict[str, dict[str, Any]], path: str, m: dict[str, Any]) -> None
     print(json.dumps({path: m}), file=sys.stderr, flush=True)
 
 
+STEP_LINE = re.compile(
+    r"\b(creating|created|updating|updated|deleting|deleted|replacing|replaced)\b"
+)
+"""The engine's lines that start or end a resource's step, in `submit`'s output."""
+
+
 def measure_job(cluster: Stack, spec: JobSpec, mark: str) -> dict[str, Any]:
-    """The change by the job command's submit again (`timed_change`)."""
-    return timed_change(
-        spec.code_dir / "train.py",
-        mark,
-        lambda: submit(spec, env=cluster.env, out=lambda _: None),
-        run=spec.name,
-    )
+    """The change by the job command's submit again (`timed_change`), with where its time
+    went: the engine's step lines, each with the seconds since submit started (`steps`)."""
+    t0 = time.monotonic()
+    steps: list[tuple[float, str]] = []
+
+    def out(line: str) -> None:
+        if STEP_LINE.search(line):
+            steps.append((round(time.monotonic() - t0, 1), " ".join(line.split())))
+
+    def apply() -> None:
+        nonlocal t0
+        t0 = time.monotonic()
+        submit(spec, env=cluster.env, out=out)
+
+    m = timed_change(spec.code_dir / "train.py", mark, apply, run=spec.name)
+    return {**m, "steps": steps}
 
 
 def job_path(cluster: Stack, work: Path) -> dict[str, Any]:
@@ -252,6 +268,10 @@ def main() -> int:
         m = r[key]
         rolled = ", ".join(m["rolled"]) or "none"
         print(f"| {what} | {m['up_s']:.1f} | {m['step_s']:.1f} | {rolled} |")
+    if r.get("job", {}).get("steps"):
+        print("\nThe job's submit, step by step (seconds since it started, the engine's lines):\n")
+        for at, line in r["job"]["steps"]:
+            print(f"    {at:6.1f}  {line}")
     print(json.dumps(r), file=sys.stderr)
     return 0
 

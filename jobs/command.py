@@ -111,8 +111,9 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     path = write_job(spec)
     out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
     stack = workspace_stack(spec.name, env)
-    stack.up(on_output=out, color="never")
-    outputs = {k: v.value for k, v in stack.outputs().items()}
+    # The outputs `up` read already: reading them again is two more CLI calls.
+    result = stack.up(on_output=out, color="never")
+    outputs = {k: v.value for k, v in result.outputs.items()}
     run = outputs.get("run", {})
     out(f"job {spec.name}: run {run.get('state')} at step {run.get('step')}")
     return outputs

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_docker as docker
 
 from infra.components.swarm import endpoint, provider_args
-from infra.config import Host
+from infra.config import ConfigError, Host
 from infra.layout import CLUSTER_REF_TYPE, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
 
 
@@ -34,6 +34,9 @@ class ClusterRefArgs:
     hosts: Sequence[Host]
     leader: Host
     secret_names: Sequence[str]
+    digest: str
+    """What the job read of the cluster's stack file (`StackConfig.cluster_digest`):
+    it must be what the cluster stack has deployed (its `clusterDigest`)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,14 @@ class ClusterRef(pulumi.ComponentResource):
         self.leader_endpoint = self.endpoints[leader.name]
         # require_output: a cluster stack not deployed (or of another kind) fails the
         # job's preview with the output's name, before any service is created.
-        self.ref = self.stack.require_output("imageRef").apply(str)
+        # The job places and launches its tasks by the cluster's file (its hosts, their
+        # endpoints, the network): while that file holds a change the cluster has not
+        # deployed, the job is refused. The check sits on the image reference, which
+        # every resource of the job takes, so none of them is registered.
+        deployed = self.stack.get_output("clusterDigest")
+        self.ref = pulumi.Output.all(self.stack.require_output("imageRef"), deployed).apply(
+            lambda v: _checked(args.cluster, args.digest, v[1], str(v[0]))
+        )
         self.network_id = self.stack.require_output("networkId").apply(str)
         self.swarm_id = self.stack.require_output("swarmId").apply(str)
         refs = self.stack.require_output("secretRefs")
@@ -107,3 +117,22 @@ def _field(refs: pulumi.Output[Any], secret: str, key: str) -> pulumi.Output[str
         return str(r[secret][key])
 
     return refs.apply(pick)
+
+
+def _checked(cluster: str, read: str, deployed: object, value: str) -> str:
+    """`value`, once the cluster's file as read (`read`) is what the cluster deployed."""
+    if deployed == read:
+        return value
+    if deployed is None:
+        why = "it was deployed before stacks exported clusterDigest"
+    else:
+        why = (
+            f"its stack file Pulumi.{cluster}.yaml (hosts, network, preflight or secrets) "
+            f"differs from what is deployed (clusterDigest {deployed}, the file {read})"
+        )
+    raise ConfigError(
+        [
+            f"cluster: {cluster!r}: {why}; allowed: a cluster as deployed. Run "
+            f"`pulumi up --stack {cluster}` first, then the job"
+        ]
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from typing import Literal
 
@@ -93,6 +95,22 @@ class StackConfig(BaseModel):
     def job_name(self) -> str | None:
         """A job stack's name (its run name, its services' prefix); None otherwise."""
         return self.training.run_name if self.kind == "job" else None
+
+    @property
+    def cluster_digest(self) -> str:
+        """What a job reads of its cluster's stack file, as a digest: the hosts, the
+        network, the preflight checks and the secrets' names. A cluster stack exports it as
+        deployed (`clusterDigest`); a job computes it from the cluster's file as the
+        repository has it, and refuses to run while the two differ (ClusterRef)."""
+        data = {
+            "hosts": [h.model_dump(mode="json") for h in self.hosts],
+            "network": self.network.model_dump(mode="json"),
+            # Not the key file's path: where this machine keeps the launch's key, not
+            # anything the cluster deployed.
+            "preflight": self.preflight.model_dump(mode="json", exclude={"ssh_private_key_file"}),
+            "secret_names": sorted(self.secret_names),
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def warnings(self) -> list[str]:
         """What is valid but suspicious: `load()` shows these in the preview."""

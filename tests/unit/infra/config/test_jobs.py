@@ -117,3 +117,27 @@ def test_monitoring_on_a_cluster_is_refused() -> None:
         ConfigError, match=re.escape("monitoring.enabled: true with kind 'cluster'")
     ):
         parse_stack_config(raw, {"secrets"})
+
+
+def test_job_reads_the_clusters_digest(tmp_path: Path) -> None:
+    """A job computes the same cluster digest as the cluster stack itself (what the
+    cluster exports as deployed), whatever its own training keys."""
+    cluster_file(tmp_path)
+    cluster = parse_stack_config({**stack_config("dev"), "kind": "cluster"}, {"secrets"})
+    raw, secret_keys, _ = job_config(job(steps=7, nodes=1, launch_mode="no_ssh"), "exp1", tmp_path)
+    assert parse_stack_config(raw, secret_keys).cluster_digest == cluster.cluster_digest
+
+
+def test_a_host_change_changes_the_digest(tmp_path: Path) -> None:
+    """A host's change in the cluster's file (a node label) changes the digest a job
+    reads."""
+
+    def digest() -> str:
+        raw, secret_keys, _ = job_config(job(), "exp1", tmp_path)
+        return parse_stack_config(raw, secret_keys).cluster_digest
+
+    cluster_file(tmp_path)
+    before = digest()
+    hosts = stack_config("dev")["hosts"]
+    cluster_file(tmp_path, hosts=[hosts[0], {**hosts[1], "labels": {"rack": "r2"}}])
+    assert digest() != before
