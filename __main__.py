@@ -21,6 +21,7 @@ from infra.components.jupyter import JupyterLab, JupyterLabArgs
 from infra.components.launch import TrainingLaunch, TrainingLaunchArgs
 from infra.components.monitoring import Monitoring, MonitoringArgs
 from infra.components.network import OverlayNetwork, OverlayNetworkArgs
+from infra.components.scrape import JobScrape, JobScrapeArgs
 from infra.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from infra.components.services import (
     TRAINING_SERVICES_TYPE,
@@ -123,7 +124,23 @@ if cfg.jupyter.enabled and isinstance(image, TrainingImage) and isinstance(swarm
     pulumi.export("jupyterToken", jupyter.token)
 
 # 6. Optional monitoring (Prometheus, node exporters): nothing of it exists when off.
+# A cluster's Prometheus finds its jobs by the file each job stack adds.
 monitoring = None
+if cfg.monitoring.enabled and cfg.job_name is not None and services is not None:
+    JobScrape(
+        f"{stack}-scrape",
+        JobScrapeArgs(
+            job=cfg.job_name,
+            monitoring=cfg.monitoring,
+            training=cfg.training,
+            network=cfg.network,
+            master=cfg.master,
+            workers=cfg.workers,
+            active_hosts=cfg.run_hosts,
+            preflight=cfg.preflight,
+            services=services,
+        ),
+    )
 if cfg.monitoring.enabled and isinstance(network, OverlayNetwork):
     assert isinstance(swarm, SwarmCluster)
     monitoring = Monitoring(
@@ -134,11 +151,12 @@ if cfg.monitoring.enabled and isinstance(network, OverlayNetwork):
             workers=cfg.workers,
             master=cfg.master,
             network=cfg.network,
-            active_hosts=cfg.active_hosts,
+            active_hosts=cfg.run_hosts,
             image=cfg.image,
             project_dir=PROJECT_DIR,
             overlay=network,
             swarm=swarm,
+            jobs=cfg.kind == "cluster",
         ),
     )
 

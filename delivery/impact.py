@@ -61,9 +61,10 @@ GATE = component("gate", "BandwidthGate")
 CODE = component("code", "TrainingCode")
 JUPYTER = component("jupyter", "JupyterLab")
 MONITORING = component("monitoring", "Monitoring")
+SCRAPE = component("scrape", "JobScrape")
 COMPONENTS = (
     HOSTFACTS, SWARM, IMAGE, NETWORK, SECRETS, SERVICES, LAUNCH, GATE, CODE, JUPYTER,
-    MONITORING,
+    MONITORING, SCRAPE,
 )  # fmt: skip
 
 
@@ -168,6 +169,8 @@ RULES: tuple[Rule, ...] = (
     Rule(MONITORING, IMAGE_TYPE, any_props, Role.MONITORING_IMAGE),
     Rule(MONITORING, CONFIG_TYPE, any_props, Role.MONITORING_CONFIG),
     Rule(MONITORING, None, any_props, Role.MONITORING_OTHER),
+    # A job's scrape config (infra/components/scrape.py): a file Prometheus reads.
+    Rule(SCRAPE, None, any_props, Role.MONITORING_OTHER),
     # Dynamic resources: by component and the inputs their provider reads.
     Rule(HOSTFACTS, DYNAMIC_TYPE, has("expected"), Role.HOST_FACTS),
     # A node carries the spec it converges; the init (the leader's swarm) does not.

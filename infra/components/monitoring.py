@@ -15,6 +15,10 @@ Swarm services on the training overlay (only when `monitoring.enabled`).
   host path. It finds the ranks and the exporters through Swarm's DNS
   (`tasks.<service>`).
 - `ds-node-exporter`: a global service, the host's /proc, /sys and / read-only.
+- On a cluster stack Prometheus has no run of its own: each job stack adds the scrape
+  config of its ranks as a file on the shared data dir, which Prometheus reads
+  (mounted read-only) at start and on the SIGHUP the job sends
+  (infra/components/scrape.py).
 
 None of these resources is part of a training task: a change to them never restarts
 training (delivery/preview.py reports it so). Turning monitoring on or off does, once:
@@ -36,6 +40,7 @@ from infra.components.network import OverlayNetwork
 from infra.components.swarm import SwarmCluster
 from infra.config import Host, Image, Network, Training
 from infra.config import Monitoring as MonitoringConfig
+from infra.layout import DATA_MOUNT
 from infra.render import prometheus, specs
 from infra.render.digest import content_hash, tree_hash
 
@@ -60,6 +65,10 @@ class MonitoringArgs:
     project_dir: Path
     overlay: OverlayNetwork
     swarm: SwarmCluster
+    jobs: bool = False
+    """A cluster stack's Prometheus: no run of its own; it reads its jobs' scrape configs
+    from the shared data dir (`training.data_dir`, mounted read-only), which each job
+    stack writes (infra/components/scrape.py). Default false: a single stack's."""
 
 
 def image_tag(project_dir: Path, mon: MonitoringConfig) -> str:
@@ -151,11 +160,18 @@ class Monitoring(pulumi.ComponentResource):
             )
 
         configs = [
-            swarm_config("config", prometheus.prometheus_config(args), prometheus.CONFIG_FILE),
+            swarm_config(
+                "config",
+                prometheus.prometheus_config(args, jobs=args.jobs),
+                prometheus.CONFIG_FILE,
+            ),
             swarm_config("rules", prometheus.alert_rules(args), prometheus.RULES_FILE),
         ]
         restart = specs.restart_policy("any", "10s", max_attempts=0, window="0s")
         networks = specs.overlay(network_id)
+        mounts = [storage_mount(mon)]
+        if args.jobs:
+            mounts.append(specs.bind_mount(args.training.data_dir, DATA_MOUNT, read_only=True))
         self.prometheus = docker.Service(
             f"{name}-prometheus",
             name=prometheus.PROMETHEUS_SERVICE,
@@ -166,7 +182,7 @@ class Monitoring(pulumi.ComponentResource):
                     commands=prometheus.prometheus_args(args),
                     user=prometheus.MONITORING_UID,
                     configs=configs,
-                    mounts=[storage_mount(mon)],
+                    mounts=mounts,
                     # The TSDB writes its head block on SIGTERM.
                     stop_signal="SIGTERM",
                     stop_grace_period=specs.docker_duration("30s"),

@@ -2,8 +2,9 @@
 
 A job stack file holds `kind: job`, `cluster` (the cluster stack's name) and
 `training`. Everything else a job needs to place and launch its tasks (hosts, the
-network, preflight, the secrets' names, the image settings) is the cluster's and is
-read from the cluster's stack file in this project, never copied: a job follows its
+network, preflight, monitoring, the secrets' names, the image settings) is the
+cluster's and is read from the cluster's stack file in this project, never copied: a
+job follows its
 cluster's file as the repository has it. The cluster's `training` section holds the
 defaults every job starts from (its data dir, launcher, shm size); a job's keys
 replace them key by key. The cluster's resources themselves (image, network, secret
@@ -19,9 +20,10 @@ from infra.config.stackfile import stack_file_values
 
 JOB_KEYS = ("kind", "cluster", "training")
 """The keys a job stack's file may hold."""
-CLUSTER_ONLY = ("kind", "training", "secrets", "jupyter", "monitoring")
+CLUSTER_ONLY = ("kind", "training", "secrets", "jupyter")
 """The cluster's keys a job does not take as they are (its kind, its job defaults,
-its secret values, what only the cluster deploys)."""
+its secret values, what only the cluster deploys). A job takes the cluster's
+`monitoring` as it is: its ranks serve metrics when the cluster's Prometheus scrapes."""
 
 
 def job_names(project_dir: Path, cluster: str | None = None) -> list[str]:

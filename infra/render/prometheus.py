@@ -12,16 +12,24 @@ On the host data plane (`network.data_plane: host`) the training tasks are on no
 overlay and in no Swarm DNS: their ranks serve on their hosts' addresses, listed
 statically (every active host; a spare's targets carry `spare="true"`, and stay
 down until Swarm moves a task there, which the target-down alert does not count).
+
+A cluster stack (`kind: cluster`) has no run of its own: its Prometheus scrapes the
+node exporters and itself, and reads the training scrape config of each job from
+`scrape_config_files` on the shared data dir (mounted read-only). Each job stack
+writes its own file there (infra/components/scrape.py): its services' DNS names, its
+ranks per node and its run label, and removes it when the job is removed; the file
+is the job's, so a job's preview shows it and a cluster change does not touch it.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import yaml
 
 from infra.config import duration_seconds
-from infra.layout import MASTER_SERVICE, WORKER_SERVICE
+from infra.layout import DATA_MOUNT, TRAIN_UID, training_service_names
 from infra.render.run import BUDGET_METRIC, METRICS_SUBDIR, RESTARTS_METRIC
 from infra.render.sections import MonitoringSource
 
@@ -44,6 +52,9 @@ HOST_ROOT = "/host"
 STEP_MEMORY_S = 3600
 # No secret and nothing per-user here: the monitoring containers run as nobody.
 MONITORING_UID = "65534"
+# A cluster's jobs' scrape configs: files under this folder of the shared data dir,
+# one per job (`<job>.yml`); its Prometheus sees the data dir at DATA_MOUNT, read-only.
+SCRAPE_SUBDIR = "monitoring/jobs"
 
 
 def seconds(n: int) -> str:
@@ -56,9 +67,10 @@ def scrape_timeout(cfg: MonitoringSource) -> str:
     return seconds(max(1, min(10, cfg.monitoring.scrape_seconds - 1)))
 
 
-def train_targets(cfg: MonitoringSource) -> list[str]:
-    """The DNS names of the training tasks."""
-    services = [MASTER_SERVICE] + ([WORKER_SERVICE] if cfg.workers else [])
+def train_targets(cfg: MonitoringSource, job: str | None = None) -> list[str]:
+    """The DNS names of the training tasks (of job stack `job`, else a single stack's)."""
+    master, worker = training_service_names(job)
+    services = [master] + ([worker] if cfg.workers else [])
     return [f"tasks.{s}" for s in services]
 
 
@@ -74,8 +86,10 @@ def host_targets(cfg: MonitoringSource) -> list[dict[str, Any]]:
     ]
 
 
-def scrape_configs(cfg: MonitoringSource) -> list[dict[str, Any]]:
-    """Training ranks, node exporters, Prometheus itself."""
+def train_scrape(cfg: MonitoringSource, job: str | None = None) -> dict[str, Any]:
+    """The scrape config of the run's ranks. A job stack's (`job`) has a name of its own
+    (Prometheus wants each unique) and sets the `job` label back to TRAIN_JOB, which
+    the rules select."""
     mon = cfg.monitoring
     refresh = mon.scrape_interval
     discovery: dict[str, Any] = (
@@ -84,7 +98,7 @@ def scrape_configs(cfg: MonitoringSource) -> list[dict[str, Any]]:
         else {
             "dns_sd_configs": [
                 {
-                    "names": train_targets(cfg),
+                    "names": train_targets(cfg, job),
                     "type": "A",
                     "port": mon.rank_metrics_port + local_rank,
                     "refresh_interval": refresh,
@@ -93,22 +107,30 @@ def scrape_configs(cfg: MonitoringSource) -> list[dict[str, Any]]:
             ]
         }
     )
-    train = {
-        "job_name": TRAIN_JOB,
+    relabel = [{"target_label": "run", "replacement": cfg.training.run_name}]
+    if job is not None:
+        relabel.append({"target_label": "job", "replacement": TRAIN_JOB})
+    return {
+        "job_name": TRAIN_JOB if job is None else f"{TRAIN_JOB}-{job}",
         # The ranks' own `run` label wins over the target's; `up` gets the target's.
         "honor_labels": True,
         **discovery,
         # `up` of a rank's target carries its run, so an alert can ask whether the
         # other ranks of the run still answer.
-        "relabel_configs": [{"target_label": "run", "replacement": cfg.training.run_name}],
+        "relabel_configs": relabel,
     }
+
+
+def scrape_configs(cfg: MonitoringSource, *, runs: bool = True) -> list[dict[str, Any]]:
+    """Training ranks (`runs`: the stack's own run), node exporters, Prometheus itself."""
+    refresh = cfg.monitoring.scrape_interval
     node = {
         "job_name": NODE_JOB,
         "dns_sd_configs": [
             {
                 "names": [f"tasks.{NODE_EXPORTER_SERVICE}"],
                 "type": "A",
-                "port": mon.node_exporter_port,
+                "port": cfg.monitoring.node_exporter_port,
                 "refresh_interval": refresh,
             }
         ],
@@ -117,22 +139,93 @@ def scrape_configs(cfg: MonitoringSource) -> list[dict[str, Any]]:
         "job_name": PROMETHEUS_JOB,
         "static_configs": [{"targets": [f"localhost:{PROMETHEUS_PORT}"]}],
     }
-    return [train, node, itself]
+    return [train_scrape(cfg), node, itself] if runs else [node, itself]
 
 
-def prometheus_config(cfg: MonitoringSource) -> str:
-    """prometheus.yml (delivered as a Swarm config, see infra/components/monitoring.py)."""
+def prometheus_config(cfg: MonitoringSource, *, jobs: bool = False) -> str:
+    """prometheus.yml (delivered as a Swarm config, see infra/components/monitoring.py).
+    `jobs` (a cluster stack): no run of its own, its jobs' files instead."""
     mon = cfg.monitoring
-    doc = {
+    doc: dict[str, Any] = {
         "global": {
             "scrape_interval": mon.scrape_interval,
             "scrape_timeout": scrape_timeout(cfg),
             "evaluation_interval": mon.evaluation_interval,
         },
         "rule_files": [RULES_FILE],
-        "scrape_configs": scrape_configs(cfg),
     }
+    if jobs:
+        # Read at start and on SIGHUP (a job's file sends one): Prometheus 2.43+.
+        doc["scrape_config_files"] = [job_scrape_path("*")]
+    doc["scrape_configs"] = scrape_configs(cfg, runs=not jobs)
     return _HEADER + _dump(doc)
+
+
+def job_scrape_config(cfg: MonitoringSource, job: str) -> str:
+    """Job stack `job`'s file for its cluster's Prometheus: its ranks' scrape config."""
+    return _HEADER + _dump({"scrape_configs": [train_scrape(cfg, job)]})
+
+
+def job_scrape_path(job: str, data_dir: str = DATA_MOUNT) -> str:
+    """Where job `job`'s scrape config lives on the shared data dir (`data_dir`: as the
+    tasks see it; a host path as the hosts do)."""
+    return f"{data_dir.rstrip('/')}/{SCRAPE_SUBDIR}/{job}.yml"
+
+
+def _find(var: str, service: str) -> str:
+    """Shell: `var` is the id of `service`'s running container on this host, or empty."""
+    label = f"label=com.docker.swarm.service.name={service}"
+    return f'{var}=$(docker ps -q --filter "{label}" | head -n1)'
+
+
+# Prometheus re-reads its scrape config files on SIGHUP; one that is not running here
+# (restarting, or not started yet) reads them when it starts.
+_RELOAD = f"""{_find("prom", PROMETHEUS_SERVICE)}
+if [ -n "$prom" ]; then
+  docker kill --signal HUP "$prom" >/dev/null && echo "scrape: Prometheus reloads its jobs"
+else
+  echo "scrape: no Prometheus task on $(hostname); it reads the file when it starts"
+fi
+"""
+
+
+def job_scrape_script(job: str, text: str, wait_seconds: int = 120) -> str:
+    """Shell run over SSH on the master host: write job `job`'s scrape config `text` onto
+    the shared data dir through its master task (as the training user, as every file
+    of the run), replacing the old one whole, then have Prometheus reload."""
+    master, _ = training_service_names(job)
+    path = job_scrape_path(job)
+    put = f"mkdir -p {path.rsplit('/', 1)[0]} && cat > {path}.new && mv {path}.new {path}"
+    return f"""set -eu
+ctr=""
+for i in $(seq 1 {wait_seconds}); do
+  {_find("ctr", master)}
+  [ -n "$ctr" ] && break
+  sleep 1
+done
+if [ -z "$ctr" ]; then
+  echo "scrape: no task of {master} on $(hostname) after {wait_seconds}s" >&2
+  exit 1
+fi
+printf %s {shlex.quote(text)} | docker exec -i -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(put)}
+echo "scrape: {path} written"
+{_RELOAD}"""
+
+
+def job_unscrape_script(job: str, host_data_dir: str) -> str:
+    """Shell run over SSH on the master host when the job is removed: its scrape config
+    goes (through its master task, else on the host's data dir), Prometheus reloads."""
+    master, _ = training_service_names(job)
+    path, on_host = job_scrape_path(job), job_scrape_path(job, host_data_dir)
+    return f"""set -u
+{_find("ctr", master)}
+if [ -n "$ctr" ]; then
+  docker exec -u {TRAIN_UID} "$ctr" rm -f {path}
+else
+  rm -f {on_host}
+fi
+echo "scrape: {path} removed"
+{_RELOAD}"""
 
 
 def _train(metric: str) -> str:

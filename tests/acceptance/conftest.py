@@ -31,7 +31,6 @@ SECRET = "wandb-acceptance-3b9d51c7-never-printed"
 def lab9() -> Iterator[dict[str, Any]]:
     """The 9-host lab with 8 fake GPUs each (no swarm: the program forms it)."""
     lab_cli("down", check=False)
-    RESULTS.unlink(missing_ok=True)
     for sub in ("checkpoints", "logs", ".dss"):
         shutil.rmtree(shared(sub, RUN), ignore_errors=True)
     try:
@@ -39,6 +38,11 @@ def lab9() -> Iterator[dict[str, Any]]:
         yield lab_status()
     finally:
         lab_cli("down", check=False)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """One table per run: each module brings its own lab, and every module's rows stay."""
+    RESULTS.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness import image_code
+from harness import ROOT, image_code
 from harness.lab import lab_cli, lab_status
 from harness.stack import Stack, project_env
 
@@ -94,3 +94,15 @@ def make_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeStack]:
     for stack in reversed(made):
         stack.remove()
         shutil.rmtree(stack.workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def monitoring_images() -> None:
+    """The bases a stack with monitoring builds on: the training image's (and its
+    wheelhouse, which holds prometheus-client) and the monitoring base (debootstrap of
+    Debian's Prometheus; ~5 min the first time, then cached by content)."""
+    for script in ("images/prepare", "monitoring/build-base"):
+        proc = subprocess.run(
+            [str(ROOT / script)], cwd=ROOT, capture_output=True, text=True, timeout=1800
+        )
+        assert proc.returncode == 0, f"{script} failed:\n{proc.stderr[-3000:]}"

@@ -3,15 +3,18 @@
 In order, on the 2-host lab: a single dev stack trains synced code; it becomes a cluster
 stack (`kind: cluster`), which previews as the run's deletion alone and keeps the swarm,
 image, overlay, secrets and warm-up service as they are (docs/jobs.md, "Migrating a
-single stack"); the run's checkpoints move to a job's folder and the job, submitted
-with the job command's functions (jobs/command.py, what `scripts/job` runs), resumes
-from the newest of them in services of its own; its state holds no cluster resource
-and no secret; preview is a no-op for both stacks; `list` shows the job's state, step,
-loss and GPUs; `logs` reads its launcher log, all ranks or one; one line of
-`train.py` changed and submitted again relaunches on the new code with no service and
-no image touched (the time is printed); `stop` removes the job's services and keeps
-its checkpoints; `remove` drops its stack and stack file; the cluster is still a
-no-op after all of it. The tests depend on this order (as tests/engine/test_run.py).
+single stack"); monitoring turned on in the cluster's file creates only monitoring's
+resources; the run's checkpoints move to a job's folder and the job, submitted with the
+job command's functions (jobs/command.py, what `scripts/job` runs), resumes from the
+newest of them in services of its own; the cluster's Prometheus scrapes its ranks by
+the file the job adds; its state holds no cluster resource and no secret; preview is a
+no-op for both stacks; `list` shows the job's state, step, loss and GPUs; `logs` reads
+its launcher log, all ranks or one; one line of `train.py` changed and submitted again
+relaunches on the new code with no service and no image touched (the time is printed);
+a host change in the cluster's file that the cluster has not deployed refuses the
+job's preview; `stop` removes the job's services and its scrape file and keeps its
+checkpoints; `remove` drops its stack and stack file; the cluster is still a no-op
+after all of it. The tests depend on this order (as tests/engine/test_run.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pytest
 from harness import ROOT
 from harness.configs import dev_config
 from harness.lab import Resume, logged_steps, run_log, run_resumes, service_versions, shared
+from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.layout import STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
@@ -43,6 +47,7 @@ JOB = "test-jobs-a"
 SECRET = "wandb-jobs-4d1f07"
 MARK = "dss-engine-test: job code version 2"
 CKPT_EVERY = 5
+SCRAPE_S = 5
 CLUSTER_TYPES = (
     "deepspeed-swarm:swarm:",
     "deepspeed-swarm:hostfacts:",
@@ -50,6 +55,7 @@ CLUSTER_TYPES = (
     "docker:index/network:",
     "docker:index/secret:",
     "docker:index/remoteImage:",
+    "deepspeed-swarm:monitoring:",
 )
 """Type prefixes of what only the cluster stack owns."""
 
@@ -141,6 +147,65 @@ def test_the_single_stack_becomes_a_cluster_stopping_only_the_run(cluster: Stack
     cluster.pulumi("preview", "--expect-no-changes")
 
 
+def targets(prom: str) -> dict[str, list[tuple[str, str]]]:
+    """Prometheus' active targets: job label -> (run label, health) of each."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for t in api(prom, "targets", state="active")["activeTargets"]:
+        out.setdefault(t["labels"]["job"], []).append((t["labels"].get("run", ""), t["health"]))
+    return out
+
+
+def scrape_file() -> Path:
+    """The job's scrape config on the shared data dir (infra/components/scrape.py)."""
+    return shared("monitoring", "jobs", f"{JOB}.yml")
+
+
+def test_monitoring_on_the_cluster_adds_only_monitoring(
+    cluster: Stack, monitoring_images: None
+) -> None:
+    """Monitoring turned on in the cluster's file: the preview creates monitoring's
+    resources and changes nothing else; Prometheus scrapes the node exporters and
+    itself, and has no training target before a job adds its own."""
+    for key, value, kind in (
+        ("enabled", "true", "bool"),
+        ("scrape_interval", f"{SCRAPE_S}s", "string"),
+        ("evaluation_interval", f"{SCRAPE_S}s", "string"),
+    ):
+        cluster.pulumi("config", "set", "--path", f"monitoring.{key}", value, "--type", kind)
+    plan = cluster.plan()
+    assert plan and all(op == "create" and "-monitoring" in n for n, (op, _) in plan.items()), plan
+    cluster.pulumi("up", "--yes", "--skip-preview")
+    prom = cluster.outputs()["prometheusAddress"]
+
+    def others_up() -> dict[str, list[tuple[str, str]]] | None:
+        now = targets(prom)
+        health = {j: [h for _, h in now.get(j, [])] for j in ("dss-node", "prometheus")}
+        return now if health == {"dss-node": ["up", "up"], "prometheus": ["up"]} else None
+
+    assert "dss-train" not in wait_for_prom("node exporters and Prometheus up", others_up, 300)
+    cluster.pulumi("preview", "--expect-no-changes")
+
+
+def test_prometheus_scrapes_the_jobs_ranks(cluster: Stack, job: dict[str, Any]) -> None:
+    """The job's scrape config is on the data dir and its cluster's Prometheus scrapes
+    both of its ranks, under the run's name: `up` and the ranks' own step series."""
+    assert f"tasks.{training_service_names(JOB)[0]}" in scrape_file().read_text()
+    prom = cluster.outputs()["prometheusAddress"]
+
+    def ranks_up() -> list[tuple[str, str]] | None:
+        train = targets(prom).get("dss-train", [])
+        return train if train == [(JOB, "up"), (JOB, "up")] else None
+
+    wait_for_prom("the job's two ranks up", ranks_up, 300)
+
+    def steps() -> list[dict[str, Any]] | None:
+        series = query(prom, f'dss_train_step{{run="{JOB}"}}')
+        return series if len(series) == 2 else None
+
+    found = wait_for_prom("both ranks' steps", steps, 120)
+    assert sorted(x["metric"]["rank"] for x in found) == ["0", "1"], found
+
+
 def test_job_trains_in_services_of_its_own(job: dict[str, Any]) -> None:
     """The job's run resumed from the single stack's newest checkpoint and trains in
     `<job>-master` and `<job>-worker`, under its own run name (checkpoints and logs of
@@ -161,6 +226,7 @@ def test_job_state_holds_no_cluster_resource(cluster: Stack, job: dict[str, Any]
     types = [r["type"] for r in state["deployment"]["resources"]]
     assert "deepspeed-swarm:services:TrainingServices" in types, types
     assert "deepspeed-swarm:launch:TrainingLaunch" in types, types
+    assert "deepspeed-swarm:scrape:JobScrape" in types, types
     owned = [t for t in types if t.startswith(CLUSTER_TYPES)]
     assert owned == [], owned
     # The job mounts the cluster's secrets by id: their values are nowhere in it.
@@ -249,6 +315,25 @@ def test_changed_code_relaunches_with_no_service_touched(
     _job_pulumi(cluster, "preview", "--expect-no-changes")
 
 
+def test_an_undeployed_cluster_change_refuses_the_job(cluster: Stack, job: dict[str, Any]) -> None:
+    """A host change in the cluster's stack file that the cluster has not deployed:
+    the job's preview fails naming the cluster and what to run, with nothing of the
+    job changed; with the file as deployed again, the job's preview is a no-op."""
+    versions = service_versions()
+    cluster.pulumi("config", "set", "--path", "hosts[1].labels.rack", "r2")
+    try:
+        proc = Pulumi(JOB, env=cluster.env).run("preview", check=False)
+        cluster.record(proc.stdout, proc.stderr)
+    finally:
+        cluster.pulumi("config", "rm", "--path", "hosts[1].labels.rack")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text[-2000:]
+    assert f"cluster: {CLUSTER!r}: its stack file Pulumi.{CLUSTER}.yaml" in text, text[-3000:]
+    assert f"pulumi up --stack {CLUSTER}" in text, text[-3000:]
+    assert service_versions() == versions
+    _job_pulumi(cluster, "preview", "--expect-no-changes")
+
+
 def test_stop_keeps_checkpoints_and_remove_drops_the_stack(
     cluster: Stack, job: dict[str, Any]
 ) -> None:
@@ -258,6 +343,9 @@ def test_stop_keeps_checkpoints_and_remove_drops_the_stack(
     command.stop(JOB, env=cluster.env, out=lines.append)
     names = set(service_versions())
     assert not set(training_service_names(JOB)) & names, names
+    assert not scrape_file().exists(), "the job's scrape config stayed"
+    prom = cluster.outputs()["prometheusAddress"]
+    wait_for_prom("no training target", lambda: "dss-train" not in targets(prom), 120)
     assert any(shared("checkpoints", JOB).iterdir()), "the job's checkpoints went"
     assert command.stack_file(JOB).exists()
     assert JOB in command.job_names()

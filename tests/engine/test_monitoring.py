@@ -8,26 +8,19 @@ as DssRunRestarted."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
-import urllib.parse
-import urllib.request
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from harness import ROOT
 from harness.configs import dev_config
 from harness.lab import client, exec_text
+from harness.prom import api, query, wait_for_prom
 from harness.stack import Stack
 from harness.waits import wait_for
 from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
-
-T = TypeVar("T")
 
 RUN = "monitored"
 SECRET = "wandb-monitoring-3b9d2a"
@@ -46,19 +39,7 @@ MONITORING = {
 
 
 @pytest.fixture(scope="module")
-def images() -> None:
-    """The bases the program builds on: the training image's (and its wheelhouse, which
-    now holds prometheus-client) and the monitoring base (debootstrap of Debian's
-    Prometheus; ~5 min the first time, then cached by content)."""
-    for script in ("images/prepare", "monitoring/build-base"):
-        proc = subprocess.run(
-            [str(ROOT / script)], cwd=ROOT, capture_output=True, text=True, timeout=1800
-        )
-        assert proc.returncode == 0, f"{script} failed:\n{proc.stderr[-3000:]}"
-
-
-@pytest.fixture(scope="module")
-def deployed(lab: dict[str, Any], images: None, make_stack: MakeStack) -> Stack:
+def deployed(lab: dict[str, Any], monitoring_images: None, make_stack: MakeStack) -> Stack:
     """The dev stack with monitoring on, brought up once for the module."""
     config = dev_config(run_name=RUN, steps=20000, checkpoint_every=50)
     config["deepspeed-swarm:monitoring"] = MONITORING
@@ -71,27 +52,6 @@ def deployed(lab: dict[str, Any], images: None, make_stack: MakeStack) -> Stack:
 def prom(deployed: Stack) -> str:
     """The stack output prometheusAddress."""
     return str(deployed.outputs()["prometheusAddress"])
-
-
-def api(base: str, path: str, **params: str) -> Any:
-    """GET Prometheus' HTTP API at `base` (prometheusAddress); the `data` field."""
-    url = f"{base}/api/v1/{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = json.loads(r.read())
-    assert body["status"] == "success", f"{url}: {body}"
-    return body["data"]
-
-
-def query(base: str, promql: str) -> list[dict[str, Any]]:
-    result: list[dict[str, Any]] = api(base, "query", query=promql)["result"]
-    return result
-
-
-def wait_for_prom(
-    what: str, check: Callable[[], T | None], timeout: float, interval: float = 5.0
-) -> T:
-    """`wait_for` on Prometheus' API: while it is not answering yet, poll on."""
-    return wait_for(what, check, timeout, interval, ignore=(OSError,))
 
 
 def firing(base: str, alertname: str = "") -> list[dict[str, Any]]:

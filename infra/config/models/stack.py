@@ -99,10 +99,11 @@ class StackConfig(BaseModel):
     @property
     def cluster_digest(self) -> str:
         """What a job reads of its cluster's stack file, as a digest: the hosts, the
-        network, the preflight checks and the secrets' names. A cluster stack exports it as
-        deployed (`clusterDigest`); a job computes it from the cluster's file as the
-        repository has it, and refuses to run while the two differ (ClusterRef)."""
-        data = {
+        network, the preflight checks, the secrets' names and monitoring when on. A cluster
+        stack exports it as deployed (`clusterDigest`); a job computes it from the
+        cluster's file as the repository has it, and refuses to run while the two differ
+        (ClusterRef)."""
+        data: dict[str, object] = {
             "hosts": [h.model_dump(mode="json") for h in self.hosts],
             "network": self.network.model_dump(mode="json"),
             # Not the key file's path: where this machine keeps the launch's key, not
@@ -110,6 +111,10 @@ class StackConfig(BaseModel):
             "preflight": self.preflight.model_dump(mode="json", exclude={"ssh_private_key_file"}),
             "secret_names": sorted(self.secret_names),
         }
+        if self.monitoring.enabled:
+            # Only when on: the digest of a cluster without monitoring is what it was
+            # before jobs followed the cluster's monitoring.
+            data["monitoring"] = self.monitoring.model_dump(mode="json")
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def warnings(self) -> list[str]:
@@ -156,6 +161,12 @@ class StackConfig(BaseModel):
     def unused_hosts(self) -> list[Host]:
         """Eligible hosts the run leaves out (`training.nodes`): no task of it goes there."""
         return self.eligible_hosts[len(self.training_hosts) :]
+
+    @property
+    def run_hosts(self) -> list[Host]:
+        """The active hosts a task of the run may be on: its training hosts and the
+        spares (not the hosts `training.nodes` leaves out)."""
+        return [h for h in self.active_hosts if h.spare or h in self.training_hosts]
 
     @property
     def spares(self) -> list[Host]:

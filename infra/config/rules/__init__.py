@@ -50,12 +50,6 @@ RULES: tuple[Rule, ...] = (
         "A job stack names its cluster stack; no other kind has one.",
         kinds.job_names_its_cluster,
     ),
-    Rule(
-        "monitoring.enabled",
-        "error",
-        "Monitoring only in a single stack (it does not yet find jobs' services).",
-        kinds.monitoring_on_a_cluster,
-    ),
     Rule("hosts", "error", "Each host name and address appears once.", hosts.unique_hosts),
     Rule(
         "hosts[].role",

@@ -1,4 +1,4 @@
-"""Rules about the stack's kind: a job names its cluster, a cluster deploys no run."""
+"""Rules about the stack's kind: a job names its cluster, and only a job."""
 
 from __future__ import annotations
 
@@ -17,15 +17,3 @@ def job_names_its_cluster(cfg: StackConfig) -> list[str]:
             "kind: job"
         ]
     return []
-
-
-def monitoring_on_a_cluster(cfg: StackConfig) -> list[str]:
-    # Prometheus scrapes the run's services by their fixed names (infra/render/
-    # prometheus.py); the jobs' services are named per job and come and go with their
-    # stacks. Refused rather than deployed blind.
-    if cfg.kind == "single" or not cfg.monitoring.enabled:
-        return []
-    return [
-        f"monitoring.enabled: true with kind {cfg.kind!r}: Prometheus does not yet find "
-        "the jobs' services; allowed: false (or kind: single)"
-    ]

@@ -15,8 +15,8 @@ from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
 from delivery import preview
-from delivery.impact import RULES, VERDICTS, Impact, Role, assess, role_of
-from infra.layout import DYNAMIC_TYPE, ROLE_LABEL, SERVICE_TYPE
+from delivery.impact import RULES, SCRAPE, VERDICTS, Impact, Role, assess, role_of
+from infra.layout import COMMAND_TYPE, DYNAMIC_TYPE, ROLE_LABEL, SERVICE_TYPE
 from tests.unit.infra.samples import ROOT, Mocks, set_stack_config, stack_config
 
 pytestmark = pytest.mark.unit
@@ -202,3 +202,11 @@ def test_the_gate_leaves_training_alone() -> None:
     """The collective gate's create or update measures before a launch: no impact."""
     impact, why = assess(Role.GATE, "update", ("tasks",), {}, {})
     assert impact is Impact.NONE and "before the launch" in why
+
+
+def test_a_jobs_scrape_file_leaves_training_alone() -> None:
+    """A job's scrape config (a remote command under JobScrape) is monitoring, not a launch."""
+    role = role_of(SCRAPE, COMMAND_TYPE, {"create": "set -eu"})
+    assert role is Role.MONITORING_OTHER
+    impact, _why = assess(role, "update", ("create",), {}, {})
+    assert impact is Impact.NONE

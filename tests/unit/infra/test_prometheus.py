@@ -64,6 +64,53 @@ def test_alert_rules_golden() -> None:
     golden("alerts.yml", prometheus.alert_rules(dev_with_monitoring()))
 
 
+def job_with_monitoring(job: str = "exp1") -> StackConfig:
+    """Job stack `job` on the dev hosts with monitoring on (its run named after it)."""
+    raw = copy.deepcopy(stack_config("dev"))
+    raw.pop("secrets", None)
+    raw.update(monitoring=MONITORING, kind="job", cluster="c1")
+    raw["training"] = {**raw["training"], "run_name": job}
+    return parse_stack_config(raw)
+
+
+def test_cluster_prometheus_config_golden() -> None:
+    """A cluster's prometheus.yml (no run of its own, its jobs' files) matches its golden."""
+    golden("prometheus-cluster.yml", prometheus.prometheus_config(dev_with_monitoring(), jobs=True))
+
+
+def test_job_scrape_config_golden() -> None:
+    """A job's scrape file for its cluster's Prometheus matches its golden file."""
+    golden("prometheus-job.yml", prometheus.job_scrape_config(job_with_monitoring(), "exp1"))
+
+
+def test_a_job_scrapes_its_own_services_as_dss_train() -> None:
+    """A job's scrape config looks up its own services, has a name of its own, and labels
+    its targets with its run and the job label the rules select."""
+    (train,) = yaml.safe_load(prometheus.job_scrape_config(job_with_monitoring(), "exp1"))[
+        "scrape_configs"
+    ]
+    assert train["job_name"] == "dss-train-exp1"
+    assert train["dns_sd_configs"][0]["names"] == ["tasks.exp1-master", "tasks.exp1-worker"]
+    assert train["relabel_configs"] == [
+        {"target_label": "run", "replacement": "exp1"},
+        {"target_label": "job", "replacement": prometheus.TRAIN_JOB},
+    ]
+
+
+def test_promtool_accepts_a_cluster_with_two_jobs(tmp_path: Path) -> None:
+    """The cluster's prometheus.yml with two jobs' files in it (as Prometheus loads them)
+    passes `promtool check config`: the jobs' scrape configs are valid and unique. (This
+    machine's promtool predates `scrape_config_files`; the engine test loads the files
+    in the monitoring image's Prometheus.)"""
+    cfg = dev_with_monitoring()
+    doc = yaml.safe_load(prometheus.prometheus_config(cfg, jobs=True))
+    assert doc.pop("scrape_config_files") == [prometheus.job_scrape_path("*")]
+    for job in ("exp1", "exp2"):
+        text = prometheus.job_scrape_config(job_with_monitoring(job), job)
+        doc["scrape_configs"] += yaml.safe_load(text)["scrape_configs"]
+    check_text(yaml.safe_dump(doc), prometheus.alert_rules(cfg), tmp_path)
+
+
 def test_one_lookup_per_local_rank() -> None:
     """Two ranks per node: both training services are looked up on base port + 0 and + 1."""
     doc = yaml.safe_load(prometheus.prometheus_config(dev_with_monitoring(procs_per_node=2)))
@@ -99,10 +146,15 @@ def test_promtool_accepts_config_and_rules(tmp_path: Path) -> None:
 
 def check_config(cfg: StackConfig, tmp_path: Path) -> None:
     """`promtool check config` of the rendered prometheus.yml with its rules file."""
+    check_text(prometheus.prometheus_config(cfg), prometheus.alert_rules(cfg), tmp_path)
+
+
+def check_text(config: str, alerts: str, tmp_path: Path) -> None:
+    """`promtool check config` of prometheus.yml `config` with rules file `alerts`."""
     rules = tmp_path / "alerts.yml"
-    rules.write_text(prometheus.alert_rules(cfg))
+    rules.write_text(alerts)
     conf = tmp_path / "prometheus.yml"
-    conf.write_text(prometheus.prometheus_config(cfg).replace(prometheus.RULES_FILE, str(rules)))
+    conf.write_text(config.replace(prometheus.RULES_FILE, str(rules)))
     proc = subprocess.run(
         [promtool(), "check", "config", str(conf)], capture_output=True, text=True, check=False
     )

@@ -84,6 +84,22 @@ def test_storage_can_be_a_host_path(mocks: Mocks, dev_raw: dict[str, Any], tmp_p
     assert mount["type"] == "bind" and mount["source"] == "/var/lib/dss-lab/shared/prometheus"
 
 
+def test_a_clusters_prometheus_reads_its_jobs_files(
+    mocks: Mocks, dev_raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """On a cluster stack Prometheus sees the data dir read-only and its config reads the
+    jobs' scrape files there; it has no training scrape of its own."""
+    dev_raw["kind"], dev_raw["monitoring"] = "cluster", {"enabled": True}
+    run_program(dev_raw, tmp_path)
+    c = services(mocks)["ds-prometheus"]["taskSpec"]["containerSpec"]
+    assert {"type": "bind", "source": dev_raw["training"]["data_dir"], "target": "/data",
+            "readOnly": True} in c["mounts"], c["mounts"]  # fmt: skip
+    text = base64.b64decode(mocks.named("unit-monitoring-config").inputs["data"]).decode()
+    doc = yaml.safe_load(text)
+    assert doc["scrape_config_files"] == ["/data/monitoring/jobs/*.yml"], doc
+    assert [j["job_name"] for j in doc["scrape_configs"]] == ["dss-node", "prometheus"], doc
+
+
 def test_prometheus_config_is_a_swarm_config(mocks: Mocks, monitored: dict[str, Any]) -> None:
     """prometheus.yml and the alert rules reach the task as Swarm configs named by their
     content, readable by nobody, holding exactly what infra.render.prometheus renders."""

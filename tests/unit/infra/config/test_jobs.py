@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -110,13 +109,33 @@ def test_cluster_key_outside_a_job_is_refused() -> None:
         parse_stack_config({**stack_config("dev"), "cluster": "c1"}, {"secrets"})
 
 
-def test_monitoring_on_a_cluster_is_refused() -> None:
-    """Monitoring is refused on a cluster stack (it does not yet find jobs' services)."""
-    raw = {**stack_config("dev"), "kind": "cluster", "monitoring": {"enabled": True}}
-    with pytest.raises(
-        ConfigError, match=re.escape("monitoring.enabled: true with kind 'cluster'")
-    ):
-        parse_stack_config(raw, {"secrets"})
+def test_job_takes_the_clusters_monitoring(tmp_path: Path) -> None:
+    """A job follows its cluster's monitoring as it is (its ranks then serve metrics)."""
+    cluster_file(tmp_path, monitoring={"enabled": True, "scrape_interval": "7s"})
+    raw, secret_keys, problems = job_config(job(steps=7), "exp1", tmp_path)
+    cfg = parse_stack_config(raw, secret_keys)
+    assert problems == []
+    assert (cfg.monitoring.enabled, cfg.monitoring.scrape_interval) == (True, "7s")
+
+
+def test_monitoring_in_a_job_file_is_refused(tmp_path: Path) -> None:
+    """`monitoring` in a job's own file is refused: it is the cluster's."""
+    cluster_file(tmp_path)
+    _, _, problems = job_config({**job(), "monitoring": {"enabled": True}}, "exp1", tmp_path)
+    assert problems == [
+        "monitoring: belongs to the cluster stack, not a job stack; allowed in a job stack: "
+        "kind, cluster, training"
+    ]
+
+
+def test_monitoring_changes_the_digest_only_when_on(tmp_path: Path) -> None:
+    """A cluster's digest is what it was without monitoring, and changes with it on."""
+    base = {**stack_config("dev"), "kind": "cluster"}
+    off = parse_stack_config(base, {"secrets"}).cluster_digest
+    off_too = parse_stack_config({**base, "monitoring": {"scrape_interval": "7s"}}, {"secrets"})
+    on = parse_stack_config({**base, "monitoring": {"enabled": True}}, {"secrets"})
+    assert off_too.cluster_digest == off
+    assert on.cluster_digest != off
 
 
 def test_job_reads_the_clusters_digest(tmp_path: Path) -> None:
