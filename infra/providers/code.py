@@ -29,7 +29,7 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import HostError, service_container
+from infra.providers.hostops import HostError, each, service_container
 from infra.render.code import bundle, code_root, install_script, tar_bytes, verify_script
 
 # Changed, these mean copying again; `run_name` moves the versions' directory.
@@ -78,9 +78,11 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
             f"training code {digest}: unpacking into the data dir on {master['node']} failed "
             f"(exit {rc}): {out[-800:]}"
         )
-    # The other tasks read the same /data: they must see the same files.
-    for task in others:
-        rc, out = _exec(endpoints[task["node"]], task, verify_script(props["run_name"], digest))
+    # The other tasks read the same /data: they must see the same files (all asked at
+    # once; the first that does not, in roster order, is reported).
+    verify = verify_script(props["run_name"], digest)
+    found = each(others, lambda t: _exec(endpoints[t["node"]], t, verify))
+    for task, (rc, out) in zip(others, found, strict=True):
         if rc != 0:
             raise Exception(
                 f"training.data_dir: the code written from {master['node']} is not intact in "
@@ -89,19 +91,25 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
             )
 
 
+def _or_gone(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str] | None:
+    """`_exec`, or None for a task that is gone (or went while it was asked)."""
+    try:
+        return _exec(endpoint, task, script)
+    except (HostError, DockerException):
+        return None
+
+
 def check(props: dict[str, Any]) -> str:
     """The digest the tasks hold: `digest` when every reachable task has it intact,
     else a word for what is wrong there (`missing on lab-h2`, `modified on lab-h1`)."""
-    for task in props["tasks"]:
-        try:
-            rc, _ = _exec(
-                props["host_endpoints"][task["node"]],
-                task,
-                verify_script(props["run_name"], props["digest"]),
-            )
-        except (HostError, DockerException):
-            # A task that is gone (or went while it was asked) is the roster's to report.
+    tasks, endpoints = props["tasks"], props["host_endpoints"]
+    script = verify_script(props["run_name"], props["digest"])
+    found = each(tasks, lambda t: _or_gone(endpoints[t["node"]], t, script))
+    for task, result in zip(tasks, found, strict=True):
+        if result is None:
+            # A task that is gone is the roster's to report.
             continue
+        rc, _ = result
         if rc == 3:
             return f"missing on {task['node']}"
         if rc != 0:

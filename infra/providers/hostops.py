@@ -8,9 +8,25 @@ provider object).
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 SSH_TIMEOUT_S = 20
+# At most this many hosts asked at once by `each` (prod: 8 hosts; the lab: 9).
+PARALLEL_HOSTS = 16
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def each(items: Sequence[T], fn: Callable[[T], U]) -> list[U]:
+    """`fn` of every item at once, one thread each (the Docker API and SSH calls a
+    provider makes per host or task wait on the network, not the CPU): the results in
+    the items' order. An exception of `fn` is raised, the first in order."""
+    if len(items) < 2:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), PARALLEL_HOSTS)) as pool:
+        return list(pool.map(fn, items))
 
 
 class HostError(Exception):

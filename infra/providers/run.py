@@ -33,7 +33,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Updat
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider
-from infra.providers.hostops import service_container
+from infra.providers.hostops import each, service_container
 from infra.render.run import (
     BAD_STATES,
     Probe,
@@ -91,17 +91,21 @@ def observe(props: dict[str, Any]) -> RunState:
     tasks = props["tasks"]
     if not tasks:
         return RunState("unknown", "no training task in the roster")
+    # Every task asked at once: this runs in every preview's diff, on every host.
+    master, *others = each(tasks, lambda t: _attempt(props, t))
+    if isinstance(master, Exception):
+        return RunState("unknown", f"cannot read the master task: {_first_line(master)}")
+    # One host's loss must not hide the others.
+    alive = [p for p in others if not isinstance(p, Exception)]
+    return verdict(master, alive, props["target_steps"], props["stall_after_s"])
+
+
+def _attempt(props: dict[str, Any], task: dict[str, Any]) -> Probe | Exception:
+    """`_probe`, or what it raised (a host that does not answer)."""
     try:
-        master = _probe(props, tasks[0])
-    except Exception as e:
-        return RunState("unknown", f"cannot read the master task: {_first_line(e)}")
-    others = []
-    for task in tasks[1:]:
-        try:
-            others.append(_probe(props, task))
-        except Exception:  # one host's loss must not hide the others
-            continue
-    return verdict(master, others, props["target_steps"], props["stall_after_s"])
+        return _probe(props, task)
+    except Exception as e:  # returned, not raised: the caller tells master from others
+        return e
 
 
 def relaunch(props: dict[str, Any]) -> RunState:

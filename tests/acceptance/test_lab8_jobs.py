@@ -1,9 +1,11 @@
 """A job on the 9-host lab's cluster with the job command (issue 22), as a person runs
 it: `scripts/job submit`, `logs -f`, `list`, one line of `train.py` changed and
 submitted again, `stop` and `remove`, each a subprocess with the cluster's backend.
-The cluster is the `lab8` stack's config with `kind: cluster`; the job trains synced
-code on the eight training hosts. Tests run in file order on one cluster and one job;
-each records a row of the table `scripts/acceptance` prints (tests/acceptance/report.py).
+The cluster is the `lab8` stack's config with `kind: cluster` and monitoring on; the
+job trains synced code on the eight training hosts, and the cluster's Prometheus
+scrapes its eight ranks by the file the job adds. Tests run in file order on one
+cluster and one job; each records a row of the table `scripts/acceptance` prints
+(tests/acceptance/report.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 from harness import ROOT
 from harness.configs import lab8_config
 from harness.lab import docker, logged_steps, run_log, run_resumes, service_versions, shared
+from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.layout import training_service_names
@@ -40,12 +43,18 @@ TRAINING_HOSTS = [f"lab-h{i}" for i in range(1, 9)]
 
 
 @pytest.fixture(scope="module")
-def cluster(lab9: dict[str, Any], make_stack: MakeStack) -> Iterator[Stack]:
-    """The lab8 config as a cluster stack (no run of its own), up; the job removed
-    afterwards in any case (make_stack then destroys the cluster)."""
+def cluster(
+    lab9: dict[str, Any], monitoring_images: None, make_stack: MakeStack
+) -> Iterator[Stack]:
+    """The lab8 config as a cluster stack (no run of its own) with monitoring, up; the
+    job removed afterwards in any case (make_stack then destroys the cluster)."""
     for sub in ("checkpoints", "logs", ".dss"):
         shutil.rmtree(shared(sub, JOB), ignore_errors=True)
-    config = {**lab8_config(checkpoint_every=CKPT_EVERY), "deepspeed-swarm:kind": "cluster"}
+    config = {
+        **lab8_config(checkpoint_every=CKPT_EVERY),
+        "deepspeed-swarm:kind": "cluster",
+        "deepspeed-swarm:monitoring": {"enabled": True},
+    }
     s = make_stack(CLUSTER, config, {"wandb_api_key": SECRET})
     s.pulumi("up", "--yes", "--skip-preview")
     try:
@@ -99,6 +108,29 @@ def test_job_submitted_with_the_job_command(
     assert placed(*training_service_names(JOB)) == TRAINING_HOSTS
     report["figure"] = f"submit {up_s:.0f} s, first step {step_s:.0f} s, 8 tasks"
     report["command"] = f"scripts/job submit DIR --name {JOB} --cluster {CLUSTER}"
+
+
+def test_the_clusters_prometheus_scrapes_the_eight_ranks(
+    cluster: Stack, report: dict[str, str]
+) -> None:
+    """The cluster's Prometheus finds the job's eight ranks by the job's scrape file,
+    each `up` under the job's run, with their steps, and the nine node exporters."""
+    prom = cluster.outputs()["prometheusAddress"]
+    t0 = time.monotonic()
+
+    def all_up() -> dict[str, list[str]] | None:
+        by_job: dict[str, list[str]] = {}
+        for t in api(prom, "targets", state="active")["activeTargets"]:
+            labels = t["labels"]
+            by_job.setdefault(labels["job"], []).append(f"{labels.get('run', '')}:{t['health']}")
+        ok = by_job.get("dss-train") == [f"{JOB}:up"] * 8
+        return by_job if ok and by_job.get("dss-node") == [":up"] * 9 else None
+
+    wait_for_prom("8 ranks and 9 node exporters up", all_up, 300)
+    steps = query(prom, f'dss_train_step{{run="{JOB}"}}')
+    assert sorted(int(x["metric"]["rank"]) for x in steps) == list(range(8)), steps
+    report["figure"] = f"8 ranks up under run {JOB} {time.monotonic() - t0:.0f} s after the check"
+    report["command"] = f"{prom}/api/v1/targets"
 
 
 def test_job_followed_with_logs(cluster: Stack, report: dict[str, str]) -> None:
@@ -204,7 +236,8 @@ def test_stopped_then_removed(cluster: Stack, report: dict[str, str]) -> None:
 
 def test_job_on_four_of_the_eight_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
     """`scripts/job submit --nodes 4` runs a job on the master host and the next three
-    training hosts only, with world size 4; removed, it leaves the cluster a no-op."""
+    training hosts only, with world size 4, and Prometheus scrapes its 4 ranks; removed,
+    it leaves the cluster a no-op."""
     small = f"{JOB}-4"
     for sub in ("checkpoints", "logs", ".dss"):
         shutil.rmtree(shared(sub, small), ignore_errors=True)
@@ -217,9 +250,15 @@ def test_job_on_four_of_the_eight_hosts(cluster: Stack, code: Path, report: dict
         assert placed(*training_service_names(small)) == TRAINING_HOSTS[:4]
         text = run_log(small, "launcher.log").read_text(errors="replace")
         assert "world 4," in text, text[-2000:]
+        prom = cluster.outputs()["prometheusAddress"]
+        wait_for_prom(
+            "its 4 ranks up",
+            lambda: len(query(prom, f'up{{job="dss-train", run="{small}"}} == 1')) == 4,
+            300,
+        )
     finally:
         if command.stack_file(small).exists():
             job_cli(cluster, "remove", small)
     cluster.pulumi("preview", "--expect-no-changes")
-    report["figure"] = f"tasks on lab-h1..h4, world 4; first step {took:.0f} s after submit"
+    report["figure"] = f"tasks on lab-h1..h4, world 4, 4 ranks scraped; first step {took:.0f} s"
     report["command"] = f"scripts/job submit DIR --name {small} --cluster {CLUSTER} --nodes 4"

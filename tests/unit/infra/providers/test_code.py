@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -89,6 +90,18 @@ def test_read_skips_a_task_that_is_gone(
         return 0, ""
 
     monkeypatch.setattr(code, "_exec", gone)
+    assert read_digest() == PROPS["digest"]
+
+
+def test_read_asks_every_task_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tasks are asked together, not one after another (9 hosts: one round trip)."""
+    together = threading.Barrier(2, timeout=10)
+
+    def meet(_e: Any, _task: Any, _s: str) -> tuple[int, str]:
+        together.wait()  # broken, not passed, when the tasks are asked in turn
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", meet)
     assert read_digest() == PROPS["digest"]
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from infra.providers import run
-from infra.render.run import RunState
+from infra.render.run import RunState, parse_probe
 
 pytestmark = pytest.mark.unit
 
@@ -91,3 +92,20 @@ def test_unreachable_master_reads_unknown(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(run, "_probe", down)
     state = run.observe(dict(PROPS))
     assert state.state == "unknown" and state.reason.endswith("connection refused")
+
+
+def test_every_task_is_read_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The master and the others are read together (this runs in every preview's diff),
+    and one other that does not answer is left out."""
+    tasks = [{"node": f"h{i}", "service": "ds-worker"} for i in range(1, 5)]
+    together = threading.Barrier(len(tasks), timeout=10)
+
+    def probe(_props: dict[str, Any], task: dict[str, Any]) -> Any:
+        together.wait()
+        if task["node"] == "h4":
+            raise ConnectionError("h4 does not answer")
+        return parse_probe("")
+
+    monkeypatch.setattr(run, "_probe", probe)
+    state = run.observe({**PROPS, "tasks": tasks})
+    assert state.state != "unknown", state
