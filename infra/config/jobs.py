@@ -4,11 +4,10 @@ A job stack file holds `kind: job`, `cluster` (the cluster stack's name) and
 `training`. Everything else a job needs to place and launch its tasks (hosts, the
 network, preflight, monitoring, the secrets' names, the image settings) is the
 cluster's and is read from the cluster's stack file in this project, never copied: a
-job follows its
-cluster's file as the repository has it. The cluster's `training` section holds the
-defaults every job starts from (its data dir, launcher, shm size); a job's keys
-replace them key by key. The cluster's resources themselves (image, network, secret
-ids) reach the job through a stack reference (infra/components/clusterref.py).
+job follows its cluster's file as the repository has it. The cluster's `training`
+section holds the defaults every job starts from (its data dir, launcher, shm size); a
+job's keys replace them key by key. The cluster's resources themselves (image, network,
+secret ids) reach the job through a stack reference (infra/components/clusterref.py).
 """
 
 from __future__ import annotations

@@ -223,6 +223,19 @@ echo "launch: NCCL named no transport within {wait_seconds}s (NCCL_DEBUG below I
 """
 
 
+def task_container(var: str, service: str) -> str:
+    """Shell: `var` is the id of `service`'s running container on this host, or empty."""
+    return (
+        f'{var}=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)'
+    )
+
+
+def replace_file(path: str) -> str:
+    """Shell, run in a task: its stdin becomes the file `path`, replaced whole (a reader
+    sees the old file or the new one, never half of it)."""
+    return f"mkdir -p $(dirname {path}) && cat > {path}.new && mv {path}.new {path}"
+
+
 def launch_script(
     *,
     service: str,
@@ -291,10 +304,9 @@ def launch_script(
         running += f' || docker exec "$ctr" pgrep -f {shlex.quote(sup)} >/dev/null 2>&1'
         clear = f'docker exec -u {TRAIN_UID} "$ctr" rm -f {stop_marker(run_name)}\n'
     # Each file is replaced, not rewritten in place: a running supervisor reads its own.
-    put = "mkdir -p $(dirname {0}) && cat > {0}.new && mv {0}.new {0}"
     writes = "\n".join(
         f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
-        f"sh -c {shlex.quote(put.format(path))}"
+        f"sh -c {shlex.quote(replace_file(path))}"
         for path, body in files
     )
     forget, start, check = "", "", ""
@@ -360,7 +372,7 @@ def stop_script(
         for owner in (supervisor_prefix(run_name), follow_path(run_name)):
             mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
     return f"""set -u
-ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)
+{task_container("ctr", service)}
 [ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
 {mark}docker exec "$ctr" pkill -TERM -f {pat} || true
 for i in $(seq 1 {grace_seconds}); do

@@ -30,6 +30,7 @@ import yaml
 
 from infra.config import duration_seconds
 from infra.layout import DATA_MOUNT, TRAIN_UID, training_service_names
+from infra.render.launch import replace_file, task_container
 from infra.render.run import BUDGET_METRIC, METRICS_SUBDIR, RESTARTS_METRIC
 from infra.render.sections import MonitoringSource
 
@@ -172,15 +173,9 @@ def job_scrape_path(job: str, data_dir: str = DATA_MOUNT) -> str:
     return f"{data_dir.rstrip('/')}/{SCRAPE_SUBDIR}/{job}.yml"
 
 
-def _find(var: str, service: str) -> str:
-    """Shell: `var` is the id of `service`'s running container on this host, or empty."""
-    label = f"label=com.docker.swarm.service.name={service}"
-    return f'{var}=$(docker ps -q --filter "{label}" | head -n1)'
-
-
 # Prometheus re-reads its scrape config files on SIGHUP; one that is not running here
 # (restarting, or not started yet) reads them when it starts.
-_RELOAD = f"""{_find("prom", PROMETHEUS_SERVICE)}
+_RELOAD = f"""{task_container("prom", PROMETHEUS_SERVICE)}
 if [ -n "$prom" ]; then
   docker kill --signal HUP "$prom" >/dev/null && echo "scrape: Prometheus reloads its jobs"
 else
@@ -195,11 +190,11 @@ def job_scrape_script(job: str, text: str, wait_seconds: int = 120) -> str:
     of the run), replacing the old one whole, then have Prometheus reload."""
     master, _ = training_service_names(job)
     path = job_scrape_path(job)
-    put = f"mkdir -p {path.rsplit('/', 1)[0]} && cat > {path}.new && mv {path}.new {path}"
+    put = shlex.quote(replace_file(path))
     return f"""set -eu
 ctr=""
 for i in $(seq 1 {wait_seconds}); do
-  {_find("ctr", master)}
+  {task_container("ctr", master)}
   [ -n "$ctr" ] && break
   sleep 1
 done
@@ -207,7 +202,7 @@ if [ -z "$ctr" ]; then
   echo "scrape: no task of {master} on $(hostname) after {wait_seconds}s" >&2
   exit 1
 fi
-printf %s {shlex.quote(text)} | docker exec -i -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(put)}
+printf %s {shlex.quote(text)} | docker exec -i -u {TRAIN_UID} "$ctr" sh -c {put}
 echo "scrape: {path} written"
 {_RELOAD}"""
 
@@ -218,7 +213,7 @@ def job_unscrape_script(job: str, host_data_dir: str) -> str:
     master, _ = training_service_names(job)
     path, on_host = job_scrape_path(job), job_scrape_path(job, host_data_dir)
     return f"""set -u
-{_find("ctr", master)}
+{task_container("ctr", master)}
 if [ -n "$ctr" ]; then
   docker exec -u {TRAIN_UID} "$ctr" rm -f {path}
 else
