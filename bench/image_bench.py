@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Benchmark of the training image: size, rebuild time after a one-line change to
-the training script, and 2-rank CPU training throughput; with --cuda the same for
+the training script, a training process's start (`import torch, deepspeed`) beside the
+same image without byte-code, and 2-rank CPU training throughput; with --cuda the same for
 the CUDA variant (images-cuda/build) next to it, plus its wheel download and cold
 build times. Prints a markdown table with the command that produced it.
 
     python3 -m bench.image_bench [--steps 12] [--image dss-train:cpu] [--no-train]
-                                 [--cuda] [--cuda-image dss-train:cuda] [--compressed]
+                                 [--starts 5] [--cuda] [--cuda-image dss-train:cuda] [--compressed]
 
 Builds the image first with images/build (cached). The rebuild is measured on a
 copy of images/ (the work tree is not touched). Throughput: two containers on one
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -108,6 +110,53 @@ VERSIONS = (
 
 
 REGISTRY_NOTE = "what a registry stores and hosts pull"
+
+# What every training process does first (the launcher, each node's launch.py, each
+# rank): its own CPU seconds, which is what 17 such processes share on lab8's 2 cores.
+START = (
+    "import resource, time; t = time.perf_counter(); import torch, deepspeed; "
+    "u = resource.getrusage(resource.RUSAGE_SELF); "
+    "print(u.ru_utime + u.ru_stime, time.perf_counter() - t)"
+)
+UNCOMPILED = "find /opt/venv -name __pycache__ -prune -exec rm -rf {} +"
+"""The image before 2026-12-04: its venv had no byte-code, and uid 1000 cannot write it."""
+
+
+def process_start(image: str, uncompiled: bool) -> tuple[float, float]:
+    """CPU and wall seconds of `import torch, deepspeed` as the training user in a new
+    container (the container's own start not counted); `uncompiled`: with the venv's
+    `__pycache__` removed first, as root, then run as uid 1000 like the tasks."""
+    user = sh("docker", "run", "--rm", "--entrypoint", "id", image, "-u").stdout.strip()
+    run = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh"]
+    py = f"exec python -c {shlex.quote(START)}"
+    if uncompiled:
+        drop = f"setpriv --reuid={user} --regid={user} --clear-groups"
+        out = sh(*run, "-u", "0", image, "-c", f"{UNCOMPILED} && {drop} sh -c {shlex.quote(py)}")
+    else:
+        out = sh(*run, image, "-c", py)
+    cpu, wall = out.stdout.split()[-2:]
+    return float(cpu), float(wall)
+
+
+def start_rows(image: str, runs: int) -> list[tuple[str, str, str]]:
+    """This image's process start beside the same image without byte-code, alternating
+    runs so both see the same machine; medians."""
+    got: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for _ in range(runs):
+        for uncompiled in (True, False):
+            got[uncompiled].append(process_start(image, uncompiled))
+    rows = []
+    for uncompiled, label in ((True, "venv without byte-code (before)"), (False, "this image")):
+        cpu = statistics.median(c for c, _ in got[uncompiled])
+        wall = statistics.median(w for _, w in got[uncompiled])
+        rows.append(
+            (
+                f"`import torch, deepspeed` as uid 1000: {label}",
+                f"{cpu:.2f} s CPU, {wall:.2f} s wall",
+                f"median of {runs} new containers",
+            )
+        )
+    return rows
 
 
 def docker_build(ctx: Path, tag: str, build_args: list[str]) -> list[str]:
@@ -256,6 +305,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--image", default="dss-train:cpu")
     ap.add_argument("--no-train", action="store_true", help="skip the CPU training throughput")
+    ap.add_argument("--starts", type=int, default=5, help="process starts measured per variant")
     ap.add_argument("--cuda", action="store_true", help="also build and measure the CUDA variant")
     ap.add_argument("--cuda-image", default="dss-train:cuda")
     ap.add_argument("--compressed", action="store_true", help="gzip size of the images' layers")
@@ -301,6 +351,7 @@ def main() -> None:
         ),
         ("docker build after a one-line change to train.py", f"{docker_rebuild_s:.1f} s", builder),
     ]
+    rows += start_rows(a.image, a.starts)
     if a.no_train:
         rows.append(("2-rank CPU training", "not measured", "--no-train"))
     else:
