@@ -122,18 +122,17 @@ UNCOMPILED = "find /opt/venv -name __pycache__ -prune -exec rm -rf {} +"
 """The image before 2026-12-04: its venv had no byte-code, and uid 1000 cannot write it."""
 
 
-def process_start(image: str, uncompiled: bool) -> tuple[float, float]:
-    """CPU and wall seconds of `import torch, deepspeed` as the training user in a new
-    container (the container's own start not counted); `uncompiled`: with the venv's
-    `__pycache__` removed first, as root, then run as uid 1000 like the tasks."""
-    user = sh("docker", "run", "--rm", "--entrypoint", "id", image, "-u").stdout.strip()
-    run = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh"]
-    py = f"exec python -c {shlex.quote(START)}"
+def process_start(image: str, uid: str, uncompiled: bool) -> tuple[float, float]:
+    """CPU and wall seconds of `import torch, deepspeed` as the training user `uid` in a
+    new container (the container's own start not counted); `uncompiled`: with the venv's
+    `__pycache__` removed first, as root, then run as `uid` like the tasks."""
+    run = ["docker", "run", "--rm", "--network", "none", "--entrypoint"]
     if uncompiled:
-        drop = f"setpriv --reuid={user} --regid={user} --clear-groups"
-        out = sh(*run, "-u", "0", image, "-c", f"{UNCOMPILED} && {drop} sh -c {shlex.quote(py)}")
+        drop = f"setpriv --reuid={uid} --regid={uid} --clear-groups"
+        script = f"{UNCOMPILED} && exec {drop} python -c {shlex.quote(START)}"
+        out = sh(*run, "sh", "-u", "0", image, "-c", script)
     else:
-        out = sh(*run, image, "-c", py)
+        out = sh(*run, "python", image, "-c", START)
     cpu, wall = out.stdout.split()[-2:]
     return float(cpu), float(wall)
 
@@ -141,10 +140,11 @@ def process_start(image: str, uncompiled: bool) -> tuple[float, float]:
 def start_rows(image: str, runs: int) -> list[tuple[str, str, str]]:
     """This image's process start beside the same image without byte-code, alternating
     runs so both see the same machine; medians."""
+    uid = sh("docker", "run", "--rm", "--entrypoint", "id", image, "-u").stdout.strip()
     got: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     for _ in range(runs):
         for uncompiled in (True, False):
-            got[uncompiled].append(process_start(image, uncompiled))
+            got[uncompiled].append(process_start(image, uid, uncompiled))
     rows = []
     for uncompiled, label in ((True, "venv without byte-code (before)"), (False, "this image")):
         cpu = statistics.median(c for c, _ in got[uncompiled])
