@@ -241,6 +241,35 @@ def engine_problem(host: str, observed: dict[str, Any], gpus: int = 0) -> list[s
 _OUTPUT_ONLY = ("observed", "health_baseline", "nic_baseline")
 
 
+def _health_on(props: dict[str, Any]) -> bool:
+    # Read wherever health is expected too (the program sets both together).
+    return bool(props.get("gpu_health")) or any(k in props["expected"] for k in HEALTH_KEYS)
+
+
+def _rerun_dcgm(props: dict[str, Any], reading: bool) -> bool:
+    # Above level 1 the diagnostic loads the GPUs: never beside a live job (a read).
+    level = props.get("dcgm_level")
+    return level is not None and not (reading and level > 1)
+
+
+def host_script(props: dict[str, Any], reading: bool = False) -> str:
+    """The one script a check sends to a host (its props as the provider holds them):
+    the facts, then each reading the stack asked for. tests/gpu runs exactly this on a
+    real GPU host (scripts/gpu-check)."""
+    script = FACTS_SCRIPT.format(nic=props["nic"])
+    if props.get("rdma"):
+        script += FABRIC_SCRIPT.format(rdma=props["rdma"])
+    if _health_on(props):
+        script += HEALTH_SCRIPT
+    if props.get("nic_health"):
+        script += NIC_SCRIPT.format(nic=props["nic"])
+    if _rerun_dcgm(props, reading):
+        script += DCGM_SCRIPT.format(level=props["dcgm_level"])
+    if props.get("peers"):
+        script += peers_script(props["peers"])
+    return script
+
+
 class HostFactsProvider(BoundaryProvider):
     """Reads host facts over SSH; refuses to create/update while they differ."""
 
@@ -251,26 +280,11 @@ class HostFactsProvider(BoundaryProvider):
         health: relative to the baselines in `prior`, the last check's outputs; DCGM's
         diagnostic above level 1: the last check's when `reading`)."""
         rdma = props.get("rdma") or ""
-        script = FACTS_SCRIPT.format(nic=props["nic"])
-        if rdma:
-            script += FABRIC_SCRIPT.format(rdma=rdma)
-        # Read wherever health is expected too (the program sets both together).
-        health_on = bool(props.get("gpu_health")) or any(
-            k in props["expected"] for k in HEALTH_KEYS
-        )
-        if health_on:
-            script += HEALTH_SCRIPT
+        health_on = _health_on(props)
         limits: dict[str, Any] = props.get("nic_health") or {}
-        if limits:
-            script += NIC_SCRIPT.format(nic=props["nic"])
         level = props.get("dcgm_level")
-        # Above level 1 the diagnostic loads the GPUs: never beside a live job (a read).
-        rerun_dcgm = level is not None and not (reading and level > 1)
-        if rerun_dcgm:
-            script += DCGM_SCRIPT.format(level=level)
-        if props.get("peers"):
-            script += peers_script(props["peers"])
-        text = ssh_run(props["ssh"], script)
+        rerun_dcgm = _rerun_dcgm(props, reading)
+        text = ssh_run(props["ssh"], host_script(props, reading))
         observed = parse_facts(text)
         if rdma:
             observed.update(parse_fabric(text))
