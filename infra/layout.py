@@ -50,6 +50,12 @@ def training_service_names(job: str | None) -> tuple[str, str]:
     return f"{job}-master", f"{job}-worker"
 
 
+def job_standby_name(job: str) -> str:
+    """A job stack's own idle service on the spares (`<job>-standby`, TrainingServices
+    says why); a single stack has only `ds-standby`."""
+    return f"{job}-standby"
+
+
 # --- Labels --------------------------------------------------------------------------
 # Node labels the program owns (users' labels may not use the prefix).
 LABEL_PREFIX = "dss."

@@ -37,6 +37,7 @@ from infra.layout import (
     STANDBY_SERVICE,
     TRAIN_UID,
     WARMUP_SERVICE,
+    job_standby_name,
     training_service_names,
 )
 from infra.providers.hostnet import SwarmHostNetwork
@@ -72,7 +73,7 @@ class TrainingServicesArgs:
     unused: Sequence[Host]
     """Training hosts the run leaves out (`training.nodes`): its workers never go there."""
     spares: Sequence[Host]
-    """One standby task each."""
+    """One standby task each (in a job stack, the job's own: _job_standby)."""
     secret_names: Sequence[str]
     image: TrainingImage | ClusterRef
     overlay: OverlayNetwork | ClusterRef
@@ -338,8 +339,10 @@ class TrainingServices(pulumi.ComponentResource):
     engines that need it; no task on current ones (None in a job stack: the
     cluster's)."""
     standby: docker.Service | None
-    """`ds-standby`: one idle task per spare host (none without spares, or in a job
-    stack)."""
+    """`ds-standby`: one idle task per spare host (none without spares); in a job
+    stack with spares, the job's own `<job>-standby` (_job_standby says why)."""
+    before_gpu_tasks: list[docker.Service]
+    """What the master and worker services depend on: the idle tasks above."""
     master: docker.Service
     master_name: str
     worker_name: str
@@ -397,6 +400,9 @@ class TrainingServices(pulumi.ComponentResource):
             else (None, None)
         )
 
+        if args.job is not None and args.facts is None and args.spares:
+            self.standby = self._job_standby(name, args, image_ref, provider, depends_on)
+
         # With `training.nodes`, the workers keep off the hosts the run leaves out (a
         # moved task may still go to a spare).
         keep_off = [f"node.hostname!={h.name}" for h in args.unused]
@@ -417,7 +423,7 @@ class TrainingServices(pulumi.ComponentResource):
 
         # Before the workers: the standby task must be on the spares when Swarm
         # places the workers (standby_spec says why).
-        before_gpu_tasks = [s for s in (self.warmup, self.standby) if s is not None]
+        self.before_gpu_tasks = [s for s in (self.warmup, self.standby) if s is not None]
 
         def service(svc_name: str, role: str, replicas: int) -> docker.Service:
             return docker.Service(
@@ -444,7 +450,7 @@ class TrainingServices(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=provider,
-                    depends_on=[*depends_on, *before_gpu_tasks],
+                    depends_on=[*depends_on, *self.before_gpu_tasks],
                 ),
             )
 
@@ -458,6 +464,37 @@ class TrainingServices(pulumi.ComponentResource):
         )
         self.register_outputs(
             {"service_names": self.service_names, "task_spec_digest": self.task_spec_digest}
+        )
+
+    def _job_standby(
+        self,
+        name: str,
+        args: TrainingServicesArgs,
+        image_ref: pulumi.Input[str],
+        provider: pulumi.ProviderResource,
+        depends_on: list[pulumi.Resource],
+    ) -> docker.Service:
+        """A job's own idle task on each spare, created before its GPU tasks.
+
+        Why: Swarm places a job's worker on the node with the fewest tasks in all
+        (standby_spec). The cluster's one standby task keeps the spare last while
+        its training hosts carry no job; once another job runs there, a training
+        host and the spare tie, and Swarm put the second of two 4-node jobs on the
+        spare on lab8 (2026-12-04), though a chosen host had free GPUs. With one
+        task per job on the spare, created first, the spare carries at least two
+        more tasks than any training host the job can go to, however many jobs
+        share them; a moved task still goes there, the only node left to it.
+        """
+        assert args.job is not None
+        return docker.Service(
+            f"{name}-standby",
+            name=job_standby_name(args.job),
+            mode=specs.replicated(len(args.spares)),
+            task_spec=standby_spec(image_ref),
+            endpoint_spec=specs.dnsrr(),
+            converge_config=specs.converge("5m"),
+            labels=[docker.ServiceLabelArgs(label=JOB_LABEL, value=args.job)],
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
         )
 
     @property

@@ -15,7 +15,7 @@ import select
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from harness.lab import docker, logged_steps, run_log, run_resumes, service_vers
 from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
-from infra.layout import training_service_names
+from infra.layout import job_standby_name, training_service_names
 from jobs import command
 from tests.acceptance.conftest import SECRET
 from tests.engine.conftest import MakeStack
@@ -262,3 +262,73 @@ def test_job_on_four_of_the_eight_hosts(cluster: Stack, code: Path, report: dict
     cluster.pulumi("preview", "--expect-no-changes")
     report["figure"] = f"tasks on lab-h1..h4, world 4, 4 ranks scraped; first step {took:.0f} s"
     report["command"] = f"scripts/job submit DIR --name {small} --cluster {CLUSTER} --nodes 4"
+
+
+def _placement_story(*services: str) -> str:
+    """Every task the services ever had (node, state, error) and each node's running
+    tasks: why Swarm put a task where it did."""
+    fmt = "{{.Name}} {{.Node}} {{.DesiredState}} {{.CurrentState}} {{.Error}}"
+    tasks = docker(1, "service", "ps", "--no-trunc", "--format", fmt, *services)
+    nodes = docker(1, "node", "ls", "--format", "{{.Hostname}}").split()
+    running = {n: docker(1, "node", "ps", n, "--filter", "desired-state=running",
+                         "--format", "{{.Name}}").split() for n in nodes}  # fmt: skip
+    return f"{tasks}\n{json.dumps(running, indent=1)}"
+
+
+def _logged(run: str) -> Callable[[], list[int]]:
+    return lambda: logged_steps(run)
+
+
+def _ranks_up(prom: str, run: str, ranks: int) -> Callable[[], bool]:
+    return lambda: len(query(prom, f'up{{job="dss-train", run="{run}"}} == 1')) == ranks
+
+
+def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
+    """Two jobs of 4 nodes x 4 GPUs at once share the master host and the next three
+    (8 GPUs each), none of their tasks on the spare: both train in services of their
+    own, Prometheus scrapes each one's 4 ranks under its run, `list` shows both;
+    stopping one leaves the other's services untouched and training, and the cluster a
+    no-op."""
+    pair = [f"{JOB}-x", f"{JOB}-y"]
+    for name in pair:
+        for sub in ("checkpoints", "logs", ".dss"):
+            shutil.rmtree(shared(sub, name), ignore_errors=True)
+    t0 = time.monotonic()
+    try:
+        for name in pair:
+            job_cli(cluster, "submit", str(code), "--name", name, "--cluster", CLUSTER,
+                    "--nodes", "4", "--gpus-per-node", "4", "--steps", "100000")  # fmt: skip
+        for name in pair:
+            wait_for(f"{name}'s first step", _logged(name), 900, 2)
+            svcs = training_service_names(name)
+            assert placed(*svcs) == TRAINING_HOSTS[:4], _placement_story(*svcs)
+        took = time.monotonic() - t0
+        prom = cluster.outputs()["prometheusAddress"]
+        for name in pair:
+            wait_for_prom(f"{name}'s 4 ranks up", _ranks_up(prom, name, 4), 300)
+        rows = {r.split()[0]: r.split() for r in job_cli(cluster, "list").splitlines()[1:]}
+        assert all(rows[n][2] == "running" for n in pair), rows
+        kept, stopped = pair[1], pair[0]
+        versions = {n: v for n, v in service_versions().items() if n.startswith(kept)}
+        # Each job's own standby on the spare keeps the spare last (services.py).
+        assert sorted(versions) == sorted([*training_service_names(kept), job_standby_name(kept)])
+        job_cli(cluster, "stop", stopped)
+        gone = {*training_service_names(stopped), job_standby_name(stopped)}
+        assert not gone & set(service_versions())
+        after = max(logged_steps(kept))
+        wait_for(f"{kept} past step {after}", lambda: max(logged_steps(kept)) > after + 2, 300, 2)
+        assert {n: v for n, v in service_versions().items() if n.startswith(kept)} == versions
+        assert any(shared("checkpoints", stopped).iterdir()), "the stopped job's checkpoints"
+    finally:
+        for name in pair:
+            if command.stack_file(name).exists():
+                job_cli(cluster, "remove", name)
+    cluster.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"both on lab-h1..h4, 4 ranks each scraped, first steps {took:.0f} s; one stopped, "
+        "the other trained on untouched"
+    )
+    report["command"] = (
+        f"scripts/job submit DIR --name {pair[0]} --cluster {CLUSTER} --nodes 4 "
+        f"--gpus-per-node 4; the same for {pair[1]}; scripts/job stop {pair[0]}"
+    )

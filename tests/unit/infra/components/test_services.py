@@ -1,10 +1,22 @@
-"""infra.components.services: how many warm-up tasks the hosts' engines need."""
+"""infra.components.services: how many warm-up tasks the hosts' engines need; a job's
+own standby on the spares."""
 
 from __future__ import annotations
 
-import pytest
+import copy
+from typing import Any, cast
 
-from infra.components.services import warmup_replicas
+import pulumi
+import pulumi_docker as docker
+import pytest
+from pulumi.runtime.stack import wait_for_rpcs
+from pulumi.runtime.sync_await import _sync_await
+
+from infra.components.services import TrainingServices, TrainingServicesArgs, warmup_replicas
+from infra.config import parse_stack_config
+from infra.layout import JOB_LABEL, job_standby_name
+from infra.render.labels import SPARE_CONSTRAINT
+from tests.unit.infra.samples import Mocks, stack_config
 
 pytestmark = pytest.mark.unit
 
@@ -25,3 +37,60 @@ def test_one_old_engine_warms_every_host() -> None:
 def test_unknown_engine_is_warmed(facts: dict[str, str] | None) -> None:
     """A host whose engine is not known (facts not read, version not printed) is warmed."""
     assert warmup_replicas(3, [{"docker_version": "28.5.2"}, facts, facts]) == 3
+
+
+class _Cluster(pulumi.ComponentResource):
+    """What a job's services read of its cluster (a ClusterRef's attributes)."""
+
+    def __init__(self) -> None:
+        super().__init__("test:unit:Cluster", "cluster")
+        self.ref = pulumi.Output.from_input(f"train@sha256:{'ab' * 32}")
+        self.network_id = pulumi.Output.from_input("overlay-id")
+        self.secrets: dict[str, Any] = {}
+        self.manager_provider = docker.Provider(
+            "leader", host="unix:///leader.sock", opts=pulumi.ResourceOptions(parent=self)
+        )
+        self.leader_endpoint = {"url": "unix:///leader.sock"}
+
+
+def _job_services(job: str, hosts: int | None) -> TrainingServices:
+    """A job's TrainingServices on the lab8 config (8 hosts and a spare), or with its
+    spare left out (hosts=8)."""
+    raw = copy.deepcopy(stack_config("lab8"))
+    raw.pop("secrets", None)
+    cfg = parse_stack_config(raw)
+    every = cfg.hosts if hosts is None else [h for h in cfg.hosts if not h.spare]
+    cluster = cast(Any, _Cluster())
+    services = TrainingServices(
+        "unit-train",
+        TrainingServicesArgs(
+            training=cfg.training, monitoring=cfg.monitoring, network=cfg.network,
+            hosts=every, active_hosts=cfg.active_hosts, workers=cfg.workers[:3],
+            unused=cfg.workers[3:], spares=[h for h in every if h.spare], secret_names=[],
+            image=cluster, overlay=cluster, secrets=cluster, swarm=cluster, facts=None,
+            job=job,
+        ),
+    )  # fmt: skip
+    _sync_await(wait_for_rpcs())
+    return services
+
+
+def test_job_with_spares_has_its_own_standby_before_its_gpu_tasks(mocks: Mocks) -> None:
+    """A job stack puts one idle task of its own on each spare, labelled as the job's,
+    and its master and workers wait for it (the spare stays last for their placement)."""
+    services = _job_services("exp-a", None)
+    standby = mocks.named("unit-train-standby")
+    assert standby.inputs["name"] == job_standby_name("exp-a") == "exp-a-standby"
+    assert standby.inputs["mode"]["replicated"]["replicas"] == 1
+    assert standby.inputs["taskSpec"]["placement"]["constraints"] == [SPARE_CONSTRAINT]
+    assert {"label": JOB_LABEL, "value": "exp-a"} in standby.inputs["labels"]
+    assert services.standby is not None and services.before_gpu_tasks == [services.standby]
+    names = [r.name for r in mocks.by_type("docker:index/service:Service")]
+    assert names == ["unit-train-standby", "unit-train-master", "unit-train-worker"]
+
+
+def test_job_without_spares_has_no_standby(mocks: Mocks) -> None:
+    """Without a spare there is nothing to keep last: no standby service at all."""
+    services = _job_services("exp-b", 8)
+    assert not [r for r in mocks.resources if r.name.endswith("-standby")]
+    assert services.standby is None and services.before_gpu_tasks == []
