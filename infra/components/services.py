@@ -287,20 +287,30 @@ def idle_services(
         converge_config=specs.converge("5m"),
         opts=opts,
     )
-    standby = (
-        docker.Service(
-            f"{name}-standby",
-            name=STANDBY_SERVICE,
-            mode=specs.replicated(len(spares)),
-            task_spec=standby_spec(image_ref),
-            endpoint_spec=specs.dnsrr(),
-            converge_config=specs.converge("5m"),
-            opts=opts,
-        )
-        if spares
-        else None
-    )
+    standby = standby_service(name, STANDBY_SERVICE, spares, image_ref, opts) if spares else None
     return warmup, standby
+
+
+def standby_service(
+    name: str,
+    service_name: str,
+    spares: Sequence[Host],
+    image_ref: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+    labels: list[docker.ServiceLabelArgs] | None = None,
+) -> docker.Service:
+    """`service_name`: one idle task on each spare (standby_spec), the cluster's or a
+    single stack's `ds-standby`, or a job's own (TrainingServices._job_standby)."""
+    return docker.Service(
+        f"{name}-standby",
+        name=service_name,
+        mode=specs.replicated(len(spares)),
+        task_spec=standby_spec(image_ref),
+        endpoint_spec=specs.dnsrr(),
+        converge_config=specs.converge("5m"),
+        labels=labels,
+        opts=opts,
+    )
 
 
 class ClusterServices(pulumi.ComponentResource):
@@ -486,15 +496,13 @@ class TrainingServices(pulumi.ComponentResource):
         share them; a moved task still goes there, the only node left to it.
         """
         assert args.job is not None
-        return docker.Service(
-            f"{name}-standby",
-            name=job_standby_name(args.job),
-            mode=specs.replicated(len(args.spares)),
-            task_spec=standby_spec(image_ref),
-            endpoint_spec=specs.dnsrr(),
-            converge_config=specs.converge("5m"),
+        return standby_service(
+            name,
+            job_standby_name(args.job),
+            args.spares,
+            image_ref,
+            pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
             labels=[docker.ServiceLabelArgs(label=JOB_LABEL, value=args.job)],
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
         )
 
     @property

@@ -6,7 +6,7 @@ The host's own python runs the probes (it has torch; the wheels scripts/gpu-chec
 carries add DeepSpeed and the image's pins), each in a process of its own, so the
 tests themselves import nothing beyond the standard library and pytest. What each test
 read is written under $DSS_GPU_RECORD for the unit tests' fixtures
-(tests/unit/infra/providers/fixtures/gpu/).
+(tests/unit/infra/fixtures/gpu-h200/).
 """
 
 from __future__ import annotations

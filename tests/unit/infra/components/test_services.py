@@ -53,13 +53,13 @@ class _Cluster(pulumi.ComponentResource):
         self.leader_endpoint = {"url": "unix:///leader.sock"}
 
 
-def _job_services(job: str, hosts: int | None) -> TrainingServices:
+def _job_services(job: str, with_spare: bool) -> TrainingServices:
     """A job's TrainingServices on the lab8 config (8 hosts and a spare), or with its
-    spare left out (hosts=8)."""
+    spare left out."""
     raw = copy.deepcopy(stack_config("lab8"))
     raw.pop("secrets", None)
     cfg = parse_stack_config(raw)
-    every = cfg.hosts if hosts is None else [h for h in cfg.hosts if not h.spare]
+    every = cfg.hosts if with_spare else [h for h in cfg.hosts if not h.spare]
     cluster = cast(Any, _Cluster())
     services = TrainingServices(
         "unit-train",
@@ -78,7 +78,7 @@ def _job_services(job: str, hosts: int | None) -> TrainingServices:
 def test_job_with_spares_has_its_own_standby_before_its_gpu_tasks(mocks: Mocks) -> None:
     """A job stack puts one idle task of its own on each spare, labelled as the job's,
     and its master and workers wait for it (the spare stays last for their placement)."""
-    services = _job_services("exp-a", None)
+    services = _job_services("exp-a", with_spare=True)
     standby = mocks.named("unit-train-standby")
     assert standby.inputs["name"] == job_standby_name("exp-a") == "exp-a-standby"
     assert standby.inputs["mode"]["replicated"]["replicas"] == 1
@@ -91,6 +91,6 @@ def test_job_with_spares_has_its_own_standby_before_its_gpu_tasks(mocks: Mocks) 
 
 def test_job_without_spares_has_no_standby(mocks: Mocks) -> None:
     """Without a spare there is nothing to keep last: no standby service at all."""
-    services = _job_services("exp-b", 8)
+    services = _job_services("exp-b", with_spare=False)
     assert not [r for r in mocks.resources if r.name.endswith("-standby")]
     assert services.standby is None and services.before_gpu_tasks == []
