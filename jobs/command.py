@@ -22,11 +22,13 @@ from pulumi import automation as auto
 
 from harness import ROOT
 from infra.components.hostfacts import ssh_target
+from infra.components.swarm import endpoint
 from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
 from infra.config import stack_file_yaml as render_stack_file
-from infra.layout import PROJECT
-from infra.providers.hostops import ssh_argv
+from infra.layout import PROJECT, training_service_names
+from infra.providers.fit import fit_problems, read_swarm
+from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
 from infra.render.run import launcher_log
 
@@ -80,10 +82,38 @@ def job_settings(name: str) -> StackConfig:
     return parse_job(stack_file_values(stack_file(name).read_text()), name, ROOT)
 
 
+def _raw(spec: JobSpec) -> dict[str, Any]:
+    """The job stack file's values for `spec`."""
+    return {"kind": "job", "cluster": spec.cluster, "training": spec.training()}
+
+
+def gpus_free(spec: JobSpec) -> StackConfig:
+    """The job's validated config, once its cluster's leader says the GPUs it asks
+    for are free on each of its hosts (the check every preview of the job makes,
+    infra/providers/fit.py, made before anything is written). ConfigError: why not."""
+    cfg = parse_job(_raw(spec), spec.name, ROOT)
+    gpus = cfg.training.gpus_per_node
+    if gpus and cfg.job_name is not None:
+        try:
+            swarm = read_swarm(endpoint(cfg.leader))
+        except HostError as e:
+            raise ConfigError([f"the cluster's GPUs could not be read: {e}"]) from None
+        problems = fit_problems(
+            swarm,
+            cfg.job_name,
+            training_service_names(cfg.job_name),
+            [h.name for h in cfg.training_hosts],
+            gpus,
+        )
+        if problems:
+            raise ConfigError(problems)
+    return cfg
+
+
 def write_job(spec: JobSpec) -> Path:
     """Write the job's stack file after validating it with its cluster's, keeping the
     encryption salt a stack init wrote. Nothing is written when the config is refused."""
-    raw = {"kind": "job", "cluster": spec.cluster, "training": spec.training()}
+    raw = _raw(spec)
     parse_job(raw, spec.name, ROOT)
     path = stack_file(spec.name)
     text = render_stack_file({f"{PROJECT}:{k}": v for k, v in raw.items()})
@@ -107,7 +137,9 @@ def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Sta
 
 def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = print) -> Any:
     """Write the job's stack file and `pulumi up` it; the engine's lines go to `out`.
-    Returns the stack's outputs."""
+    Returns the stack's outputs. Nothing is written when the config is refused or the
+    GPUs it asks for are held by another job."""
+    gpus_free(spec)
     path = write_job(spec)
     out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
     stack = workspace_stack(spec.name, env)

@@ -40,6 +40,7 @@ from infra.layout import (
     job_standby_name,
     training_service_names,
 )
+from infra.providers.fit import GpuFit
 from infra.providers.hostnet import SwarmHostNetwork
 from infra.render import specs
 from infra.render.labels import (
@@ -351,6 +352,8 @@ class TrainingServices(pulumi.ComponentResource):
     standby: docker.Service | None
     """`ds-standby`: one idle task per spare host (none without spares); in a job
     stack with spares, the job's own `<job>-standby` (_job_standby says why)."""
+    fit: GpuFit | None
+    """A job's check that its GPUs are free (None outside a job, or without GPUs)."""
     before_gpu_tasks: list[docker.Service]
     """What the master and worker services depend on: the idle tasks above."""
     master: docker.Service
@@ -409,6 +412,25 @@ class TrainingServices(pulumi.ComponentResource):
             if args.facts is not None
             else (None, None)
         )
+
+        # A job on a shared cluster: its GPUs checked free before any of its services
+        # is registered (infra/providers/fit.py says why).
+        self.fit = None
+        if args.job is not None and args.facts is None and t.gpus_per_node:
+            self.fit = GpuFit(
+                f"{name}-fit",
+                {
+                    "leader_endpoint": args.swarm.leader_endpoint,
+                    "job": args.job,
+                    "services": list(training_service_names(args.job)),
+                    # The master's host (StackConfig.master, the first host), then the
+                    # workers': where the job's GPU tasks go when every host is up.
+                    "hosts": [args.hosts[0].name, *[h.name for h in args.workers]],
+                    "gpus": t.gpus_per_node,
+                },
+                pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
+            )
+            depends_on.append(self.fit)
 
         if args.job is not None and args.facts is None and args.spares:
             self.standby = self._job_standby(name, args, image_ref, provider, depends_on)

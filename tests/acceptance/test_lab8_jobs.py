@@ -286,9 +286,10 @@ def _ranks_up(prom: str, run: str, ranks: int) -> Callable[[], bool]:
 def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
     """Two jobs of 4 nodes x 4 GPUs at once share the master host and the next three
     (8 GPUs each), none of their tasks on the spare: both train in services of their
-    own, Prometheus scrapes each one's 4 ranks under its run, `list` shows both;
-    stopping one leaves the other's services untouched and training, and the cluster a
-    no-op."""
+    own, Prometheus scrapes each one's 4 ranks under its run, `list` shows both; a
+    third job asking for 4 GPUs on the same hosts is refused, naming both holders, with
+    nothing written or created; stopping one leaves the other's services untouched and
+    training, and the cluster a no-op."""
     pair = [f"{JOB}-x", f"{JOB}-y"]
     for name in pair:
         for sub in ("checkpoints", "logs", ".dss"):
@@ -308,6 +309,19 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
             wait_for_prom(f"{name}'s 4 ranks up", _ranks_up(prom, name, 4), 300)
         rows = {r.split()[0]: r.split() for r in job_cli(cluster, "list").splitlines()[1:]}
         assert all(rows[n][2] == "running" for n in pair), rows
+        # A third job on the same hosts finds no GPU free: refused, nothing written.
+        third = f"{JOB}-z"
+        proc = subprocess.run([SCRIPT, "submit", str(code), "--name", third, "--cluster",
+                               CLUSTER, "--nodes", "4", "--gpus-per-node", "4"],
+                              env=cluster.env, capture_output=True, text=True, timeout=300,
+                              check=False)  # fmt: skip
+        cluster.record(proc.stdout, proc.stderr)
+        assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
+        assert "lab-h1 has 0 of 8 free (held by " in proc.stderr, proc.stderr[-2000:]
+        for n in pair:
+            assert f"{training_service_names(n)[0]}, job {n}: 4" in proc.stderr, proc.stderr
+        assert not command.stack_file(third).exists()
+        assert not [n for n in service_versions() if n.startswith(third)]
         kept, stopped = pair[1], pair[0]
         versions = {n: v for n, v in service_versions().items() if n.startswith(kept)}
         # Each job's own standby on the spare keeps the spare last (services.py).

@@ -12,14 +12,17 @@ no-op for both stacks; `list` shows the job's state, step, loss and GPUs; `logs`
 its launcher log, all ranks or one; one line of `train.py` changed and submitted again
 relaunches on the new code with no service and no image touched (the time is printed);
 a host change in the cluster's file that the cluster has not deployed refuses the
-job's preview; `stop` removes the job's services and its scrape file and keeps its
-checkpoints; `remove` drops its stack and stack file; the cluster is still a no-op
-after all of it. The tests depend on this order (as tests/engine/test_run.py).
+job's preview; a second job asking for the GPUs the first holds is refused by `submit`
+and by the engine's preview and `up`, with nothing created; `stop` removes the job's
+services and its scrape file and keeps its checkpoints; `remove` drops its stack and
+stack file; the cluster is still a no-op after all of it. The tests depend on this
+order (as tests/engine/test_run.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi import automation as auto
 
 from harness import ROOT
 from harness.configs import dev_config
@@ -34,6 +38,7 @@ from harness.lab import Resume, logged_steps, run_log, run_resumes, service_vers
 from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
+from infra.config import ConfigError
 from infra.layout import STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
 from jobs import command
 from tests.engine.conftest import MakeStack
@@ -44,6 +49,8 @@ CLUSTER = "test-jobs-cluster"
 SINGLE_RUN = "jobs-single"
 """The single stack's run, before it becomes the cluster."""
 JOB = "test-jobs-a"
+JOB_B = "test-jobs-b"
+"""A second job, which the first one's GPUs leave no room for."""
 SECRET = "wandb-jobs-4d1f07"
 MARK = "dss-engine-test: job code version 2"
 CKPT_EVERY = 5
@@ -332,6 +339,36 @@ def test_an_undeployed_cluster_change_refuses_the_job(cluster: Stack, job: dict[
     assert f"pulumi up --stack {CLUSTER}" in text, text[-3000:]
     assert service_versions() == versions
     _job_pulumi(cluster, "preview", "--expect-no-changes")
+
+
+def test_a_job_without_free_gpus_is_refused(
+    cluster: Stack, job: dict[str, Any], code: Path
+) -> None:
+    """A second job asking for the GPUs the first holds: `submit` refuses it naming the
+    host, its free GPUs and the job holding them, and writes nothing; its stack file
+    written by hand, the engine's preview and `up` refuse it the same way (the GpuFit
+    check), and no service of it is created and the first job's are untouched."""
+    other = command.JobSpec(name=JOB_B, cluster=CLUSTER, code_dir=code, steps=10)
+    versions = service_versions()
+    master = training_service_names(JOB)[0]
+    refusal = f"lab-h1 has 0 of 2 free (held by {master}, job {JOB}: 2)"
+    with pytest.raises(ConfigError, match=re.escape(refusal)):
+        command.submit(other, env=cluster.env, out=print)
+    assert not command.stack_file(JOB_B).exists()
+    lines: list[str] = []
+    try:
+        command.write_job(other)
+        stack = command.workspace_stack(JOB_B, cluster.env)
+        for op in (stack.preview, stack.up):
+            with pytest.raises(auto.CommandError) as refused:
+                op(on_output=lines.append, color="never")
+            assert refusal in str(refused.value), str(refused.value)[-3000:]
+            assert f"scripts/job stop {JOB}" in str(refused.value)
+        assert service_versions() == versions, "a refused job changed the swarm's services"
+    finally:
+        command.remove(JOB_B, env=cluster.env, out=lines.append)
+        cluster.record(*lines)
+    assert not command.stack_file(JOB_B).exists()
 
 
 def test_stop_keeps_checkpoints_and_remove_drops_the_stack(

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from infra.config import ConfigError, stack_file_values, stack_file_yaml
+from infra.providers.fit import Holder, SwarmGpus
 from jobs import command
 from tests.unit.infra.samples import stack_config
 
@@ -165,3 +166,37 @@ def test_cli_reports_a_refused_job(
     monkeypatch.setattr(command, "submit", refuse)
     assert cli.main(["submit", "code", "--name", "a", "--cluster", "c"]) == 2
     assert "cluster: 'c' has no stack file" in capsys.readouterr().err
+
+
+def test_submit_refuses_a_job_whose_gpus_are_held(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another job holding a host's GPUs: submit says so, asking the cluster's leader,
+    and writes no stack file and runs no engine."""
+    held = SwarmGpus(
+        capacity={"lab-h1": 2, "lab-h2": 2},
+        held={"lab-h1": [Holder("exp0-master", "exp0", 2)]},
+    )
+    asked: list[dict[str, Any]] = []
+
+    def read(ep: dict[str, Any]) -> SwarmGpus:
+        asked.append(ep)
+        return held
+
+    monkeypatch.setattr(command, "read_swarm", read)
+
+    def no_engine(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("the engine ran for a refused job")
+
+    monkeypatch.setattr(command, "workspace_stack", no_engine)
+    with pytest.raises(ConfigError, match=r"lab-h1 has 0 of 2 free \(held by exp0-master"):
+        command.submit(spec(project), out=lambda _line: None)
+    assert not (project / "Pulumi.exp1.yaml").exists()
+    assert asked == [{"url": stack_config("dev")["hosts"][0]["docker_host"]}]
+
+
+def test_gpus_free_passes_the_config_on(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Free GPUs on both hosts: the job's config comes back, its hosts checked."""
+    free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
+    monkeypatch.setattr(command, "read_swarm", lambda _ep: free)
+    assert command.gpus_free(spec(project)).job_name == "exp1"

@@ -51,13 +51,16 @@ class _Cluster(pulumi.ComponentResource):
             "leader", host="unix:///leader.sock", opts=pulumi.ResourceOptions(parent=self)
         )
         self.leader_endpoint = {"url": "unix:///leader.sock"}
+        self.members: list[pulumi.Resource] = []
 
 
-def _job_services(job: str, with_spare: bool) -> TrainingServices:
+def _job_services(job: str, with_spare: bool, gpus: int | None = None) -> TrainingServices:
     """A job's TrainingServices on the lab8 config (8 hosts and a spare), or with its
-    spare left out."""
+    spare left out; `gpus` per node instead of lab8's 8."""
     raw = copy.deepcopy(stack_config("lab8"))
     raw.pop("secrets", None)
+    if gpus is not None:
+        raw["training"]["gpus_per_node"] = gpus
     cfg = parse_stack_config(raw)
     every = cfg.hosts if with_spare else [h for h in cfg.hosts if not h.spare]
     cluster = cast(Any, _Cluster())
@@ -94,3 +97,26 @@ def test_job_without_spares_has_no_standby(mocks: Mocks) -> None:
     services = _job_services("exp-b", with_spare=False)
     assert not [r for r in mocks.resources if r.name.endswith("-standby")]
     assert services.standby is None and services.before_gpu_tasks == []
+
+
+def test_job_checks_its_gpus_before_any_service(mocks: Mocks) -> None:
+    """A job registers its GPU check first, with its hosts, its own services and its
+    GPUs per node; its standby and GPU services come after it (they depend on it)."""
+    services = _job_services("exp-c", with_spare=True)
+    fit = mocks.named("unit-train-fit")
+    assert services.fit is not None
+    assert fit.inputs["job"] == "exp-c"
+    assert fit.inputs["services"] == ["exp-c-master", "exp-c-worker"]
+    assert fit.inputs["hosts"] == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]
+    assert fit.inputs["gpus"] == 8
+    assert fit.inputs["leader_endpoint"] == {"url": "unix:///leader.sock"}
+    names = [r.name for r in mocks.resources]
+    assert names.index("unit-train-fit") < names.index("unit-train-standby")
+    assert names.index("unit-train-standby") < names.index("unit-train-master")
+
+
+def test_cpu_job_has_no_gpu_check(mocks: Mocks) -> None:
+    """A job that reserves no GPUs (gpus_per_node 0) has nothing to check."""
+    services = _job_services("exp-d", with_spare=False, gpus=0)
+    assert services.fit is None
+    assert not [r for r in mocks.resources if r.name.endswith("-fit")]
