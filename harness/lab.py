@@ -13,7 +13,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -280,25 +280,28 @@ def ident(obj: Model) -> str:
     return obj.id
 
 
-def running_training_tasks() -> dict[str, set[str]]:
-    """Running task ids per training service, as the leader (lab host 1) lists them."""
+def running_training_tasks(services: Sequence[str] = TRAINING_SERVICES) -> dict[str, set[str]]:
+    """Running task ids per training service (a single stack's unless `services` says
+    a job's), as the leader (lab host 1) lists them."""
     api: Any = client(1).api  # docker-py's low-level API is untyped
     out: dict[str, set[str]] = {}
-    for service in TRAINING_SERVICES:
+    for service in services:
         tasks = api.tasks(filters={"service": service, "desired-state": "running"})
         out[service] = {t["ID"] for t in tasks if t["Status"]["State"] == "running"}
     return out
 
 
-def training_processes(hosts: int) -> dict[str, set[str]]:
-    """Per training task container on lab hosts 1..hosts, the `pid start-time` of every
-    training process in it (the launcher and its ranks): a restarted process has a new
-    pid or start time."""
+def training_processes(
+    hosts: int, services: Sequence[str] = TRAINING_SERVICES
+) -> dict[str, set[str]]:
+    """Per training task container on lab hosts 1..hosts (of a single stack's services
+    unless `services` says a job's), the `pid start-time` of every training process in
+    it (the launcher and its ranks): a restarted process has a new pid or start time."""
     out: dict[str, set[str]] = {}
     for i in range(1, hosts + 1):
         for ctr in client(i).containers.list():
             service = ctr.labels.get("com.docker.swarm.service.name", "")
-            if service not in TRAINING_SERVICES:
+            if service not in services:
                 continue
             ps = exec_text(ctr, ["ps", "-eo", "pid=,lstart=,args="])
             out[f"{service}@{ident(ctr)}"] = {
