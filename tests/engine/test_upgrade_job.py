@@ -12,7 +12,6 @@ and a refresh are clean. The cluster stack's own upgrade is the single stack's
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -29,8 +28,7 @@ from harness.waits import wait_for
 from infra.layout import PROJECT, training_service_names
 from jobs import command
 from tests.engine.conftest import MakeStack
-from tests.engine.test_stack import changed_paths
-from tests.engine.test_upgrade import extract, upgrade_from
+from tests.engine.test_upgrade import extract, proposed_changes, upgrade_from
 
 pytestmark = pytest.mark.engine
 
@@ -63,27 +61,6 @@ def expected_changes(cluster: Stack) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     if f"{JOB}-train-fit" not in cluster.state_text():
         out["train-fit"] = {"<create>"}
-    return out
-
-
-def proposed_changes(cluster: Stack) -> dict[str, set[str]]:
-    """Every change the job's `pulumi preview` proposes: resource name -> the input
-    paths it changes (`<op>` where it is not an update); the cluster stack's reference
-    is a read, not a change."""
-    out: dict[str, set[str]] = {}
-    proc = job_stack(cluster).run("preview", "--json")
-    for st in json.loads(proc.stdout).get("steps", []):
-        if st["op"] in ("same", "read"):
-            continue
-        name = st["urn"].rsplit("::", 1)[1].removeprefix(f"{JOB}-")
-        old = (st.get("oldState") or {}).get("inputs")
-        new = (st.get("newState") or {}).get("inputs")
-        paths = (
-            {p for p in changed_paths(old, new) if p != "__provider"}
-            if st["op"] == "update"
-            else {f"<{st['op']}>"}
-        )
-        out.setdefault(name, set()).update(paths)
     return out
 
 
@@ -146,7 +123,9 @@ def test_a_job_previews_only_its_new_checks(upgraded: tuple[Stack, Snapshot]) ->
     """This checkout's program previews the base's live job with no change but those it
     means to make."""
     cluster, _ = upgraded
-    assert proposed_changes(cluster) == expected_changes(cluster)
+    preview = job_stack(cluster).run("preview", "--json").stdout
+    cluster.record(preview)
+    assert proposed_changes(preview, JOB) == expected_changes(cluster)
 
 
 def test_up_of_a_job_restarts_nothing(upgraded: tuple[Stack, Snapshot]) -> None:
