@@ -3,6 +3,7 @@
     scripts/job submit DIR --name NAME --cluster STACK [--script train.py] [--steps N] ...
     scripts/job list [--refresh]
     scripts/job logs NAME [--node HOST] [--lines N] [--follow]
+    scripts/job gpus CLUSTER    # each host: GPUs free now, and which jobs hold the rest
     scripts/job stop NAME       # the job's services and launch go; its stack file stays
     scripts/job remove NAME     # stop, then the stack and its stack file go too
 

@@ -51,6 +51,8 @@ def parser() -> argparse.ArgumentParser:
     lg.add_argument("--rank", type=int, help="the lines of the task running this rank only")
     lg.add_argument("--lines", type=int, default=50)
     lg.add_argument("--follow", "-f", action="store_true")
+    gp = sub.add_parser("gpus", help="each host of a cluster: GPUs free, and who holds the rest")
+    gp.add_argument("cluster")
     sub.add_parser("stop", help="stop the run, remove its services").add_argument("name")
     sub.add_parser("remove", help="stop, then drop the stack and its file").add_argument("name")
     return p
@@ -76,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
             print(command.HEADER)
             for row in command.list_jobs(refresh=a.refresh):
                 print(row.line())
+        elif a.op == "gpus":
+            print(command.GPU_HEADER)
+            for gpu_row in command.cluster_gpus(a.cluster):
+                print(gpu_row.line())
         elif a.op == "logs":
             return command.logs(a.name, a.node, a.rank, a.lines, a.follow)
         elif a.op == "stop":

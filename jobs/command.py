@@ -27,7 +27,7 @@ from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
 from infra.config import stack_file_yaml as render_stack_file
 from infra.layout import PROJECT, training_service_names
-from infra.providers.fit import fit_problems, read_swarm
+from infra.providers.fit import Holder, fit_problems, read_swarm
 from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
 from infra.render.run import launcher_log
@@ -171,6 +171,56 @@ class JobRow:
 
 
 HEADER = f"{'JOB':<20} {'CLUSTER':<16} {'STATE':<10} {'STEP':>8} {'LOSS':>8}  GPUS"
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One line of `job gpus`: a host of the cluster, its GPUs free and who holds the rest."""
+
+    host: str
+    role: str
+    """`spare` for a spare host, else empty."""
+    free: int | None
+    """None: Swarm does not have the host ready and active (down or drained)."""
+    total: int | None
+    held: tuple[Holder, ...]
+
+    def line(self) -> str:
+        free = "down" if self.free is None else f"{max(self.free, 0)} of {self.total}"
+        held = "; ".join(h.words() for h in self.held) or "-"
+        return f"{self.host:<16} {self.role:<6} {free:>8}  {held}"
+
+
+GPU_HEADER = f"{'HOST':<16} {'ROLE':<6} {'FREE':>8}  HELD BY"
+
+
+def cluster_settings(cluster: str) -> StackConfig:
+    """Cluster stack `cluster`'s config as its jobs read it (a job with no `training`
+    of its own: the cluster's hosts, leader and defaults; no secret value is read).
+    ConfigError: why not."""
+    return parse_job({"kind": "job", "cluster": cluster}, cluster, ROOT)
+
+
+def cluster_gpus(cluster: str) -> list[GpuRow]:
+    """Each host of cluster stack `cluster`, in its file's order: the GPUs its leader
+    says are free now and the tasks holding the rest (what a job's submit is checked
+    against, infra/providers/fit.py). ConfigError when the leader does not answer."""
+    cfg = cluster_settings(cluster)
+    try:
+        swarm = read_swarm(endpoint(cfg.leader))
+    except HostError as e:
+        raise ConfigError([f"the cluster's GPUs could not be read: {e}"]) from None
+    spares = {h.name for h in cfg.spares}
+    return [
+        GpuRow(
+            host=h.name,
+            role="spare" if h.name in spares else "",
+            free=swarm.free(h.name, ()) if h.name in swarm.capacity else None,
+            total=swarm.capacity.get(h.name),
+            held=tuple(swarm.held.get(h.name, [])),
+        )
+        for h in cfg.hosts
+    ]
 
 
 def job_names(cluster: str | None = None) -> list[str]:

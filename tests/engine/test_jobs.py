@@ -12,8 +12,9 @@ no-op for both stacks; `list` shows the job's state, step, loss and GPUs; `logs`
 its launcher log, all ranks or one; one line of `train.py` changed and submitted again
 relaunches on the new code with no service and no image touched (the time is printed);
 a host change in the cluster's file that the cluster has not deployed refuses the
-job's preview; a second job asking for the GPUs the first holds is refused by `submit`
-and by the engine's preview and `up`, with nothing created; `stop` removes the job's
+job's preview; `gpus` names each host's free GPUs and the job holding them; a second
+job asking for the GPUs the first holds is refused by `submit` and by the engine's
+preview and `up`, with nothing created; `stop` removes the job's
 services and its scrape file and keeps its checkpoints; `remove` drops its stack and
 stack file; the cluster is still a no-op after all of it. The tests depend on this
 order (as tests/engine/test_run.py).
@@ -339,6 +340,25 @@ def test_an_undeployed_cluster_change_refuses_the_job(cluster: Stack, job: dict[
     assert f"pulumi up --stack {CLUSTER}" in text, text[-3000:]
     assert service_versions() == versions
     _job_pulumi(cluster, "preview", "--expect-no-changes")
+
+
+def test_gpus_names_each_host_and_the_job_holding_it(cluster: Stack, job: dict[str, Any]) -> None:
+    """`scripts/job gpus` on the live cluster asks its leader: each host with none of its
+    2 GPUs free, held by the job's master on lab-h1 and its worker on lab-h2."""
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "job"), "gpus", CLUSTER],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    master, worker = training_service_names(JOB)
+    assert [line.split() for line in proc.stdout.splitlines()] == [
+        command.GPU_HEADER.split(),
+        ["lab-h1", "0", "of", "2", f"{master},", "job", f"{JOB}:", "2"],
+        ["lab-h2", "0", "of", "2", f"{worker},", "job", f"{JOB}:", "2"],
+    ]
 
 
 def test_a_job_without_free_gpus_is_refused(

@@ -10,6 +10,7 @@ import yaml
 
 from infra.config import ConfigError, stack_file_values, stack_file_yaml
 from infra.providers.fit import Holder, SwarmGpus
+from infra.providers.hostops import HostError
 from jobs import command
 from tests.unit.infra.samples import stack_config
 
@@ -200,3 +201,65 @@ def test_gpus_free_passes_the_config_on(project: Path, monkeypatch: pytest.Monke
     free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
     monkeypatch.setattr(command, "read_swarm", lambda _ep: free)
     assert command.gpus_free(spec(project)).job_name == "exp1"
+
+
+def test_cluster_gpus_names_free_gpus_holders_spares_and_down_hosts(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`job gpus`: each host of the cluster in its file's order, free of total, who holds
+    the rest; a host Swarm does not have ready shows as down."""
+    swarm = SwarmGpus(
+        capacity={"lab-h1": 2},
+        held={"lab-h1": [Holder("exp0-master", "exp0", 2)]},
+    )
+    monkeypatch.setattr(command, "read_swarm", lambda _ep: swarm)
+    rows = command.cluster_gpus("c1")
+    assert [(r.host, r.free, r.total) for r in rows] == [("lab-h1", 0, 2), ("lab-h2", None, None)]
+    assert rows[0].line().split() == ["lab-h1", "0", "of", "2", "exp0-master,", "job", "exp0:", "2"]
+    assert rows[1].line().split() == ["lab-h2", "down", "-"]
+
+
+def test_cluster_gpus_marks_spares(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spare host is marked, with its GPUs free like any other."""
+    raw = {**stack_config("dev"), "kind": "cluster"}
+    spare = {**raw["hosts"][1], "name": "lab-h3", "address": "10.213.0.13", "spare": True}
+    spare["docker_host"] = "unix:///var/lib/dss-lab/h3/docker.sock"
+    raw["hosts"] = [*raw["hosts"], spare]
+    text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
+    (project / "Pulumi.c1.yaml").write_text(text)
+    swarm = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2, "lab-h3": 2})
+    monkeypatch.setattr(command, "read_swarm", lambda _ep: swarm)
+    rows = command.cluster_gpus("c1")
+    roles = [(r.host, r.role, r.free) for r in rows]
+    assert roles == [("lab-h1", "", 2), ("lab-h2", "", 2), ("lab-h3", "spare", 2)]
+
+
+def test_cluster_gpus_refuses_when_the_leader_does_not_answer(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader that does not answer is a ConfigError naming it, not a traceback."""
+
+    def down(_ep: dict[str, Any]) -> SwarmGpus:
+        raise HostError("docker unix:///x: connection refused")
+
+    monkeypatch.setattr(command, "read_swarm", down)
+    with pytest.raises(ConfigError, match="the cluster's GPUs could not be read: docker unix"):
+        command.cluster_gpus("c1")
+
+
+def test_cluster_gpus_of_a_missing_cluster_is_refused(project: Path) -> None:
+    """A cluster with no stack file: the config's error, naming the cluster."""
+    with pytest.raises(ConfigError, match="cluster: 'nope' has no stack file"):
+        command.cluster_gpus("nope")
+
+
+def test_cli_gpus_prints_a_row_per_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`scripts/job gpus C` prints the header and one row per host."""
+    from jobs import __main__ as cli
+
+    row = command.GpuRow("lab-h1", "", 1, 2, (Holder("exp0-master", "exp0", 1),))
+    monkeypatch.setattr(command, "cluster_gpus", lambda cluster: [row] if cluster == "c" else [])
+    assert cli.main(["gpus", "c"]) == 0
+    assert capsys.readouterr().out.splitlines() == [command.GPU_HEADER, row.line()]
