@@ -40,6 +40,8 @@ CKPT_EVERY = 10
 MARK = "dss-acceptance: job code version 2"
 SCRIPT = str(ROOT / "scripts" / "job")
 TRAINING_HOSTS = [f"lab-h{i}" for i in range(1, 9)]
+SPARE = "lab-h9"
+"""The lab8 config's spare (Pulumi.lab8.yaml)."""
 
 
 @pytest.fixture(scope="module")
@@ -286,10 +288,10 @@ def _ranks_up(prom: str, run: str, ranks: int) -> Callable[[], bool]:
 def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
     """Two jobs of 4 nodes x 4 GPUs at once share the master host and the next three
     (8 GPUs each), none of their tasks on the spare: both train in services of their
-    own, Prometheus scrapes each one's 4 ranks under its run, `list` shows both; a
-    third job asking for 4 GPUs on the same hosts is refused, naming both holders, with
-    nothing written or created; stopping one leaves the other's services untouched and
-    training, and the cluster a no-op."""
+    own, Prometheus scrapes each one's 4 ranks under its run, `list` shows both and
+    `gpus` the hosts they fill; a third job asking for 4 GPUs on the same hosts is
+    refused, naming both holders, with nothing written or created; stopping one leaves
+    the other's services untouched and training, and the cluster a no-op."""
     pair = [f"{JOB}-x", f"{JOB}-y"]
     for name in pair:
         for sub in ("checkpoints", "logs", ".dss"):
@@ -309,6 +311,15 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
             wait_for_prom(f"{name}'s 4 ranks up", _ranks_up(prom, name, 4), 300)
         rows = {r.split()[0]: r.split() for r in job_cli(cluster, "list").splitlines()[1:]}
         assert all(rows[n][2] == "running" for n in pair), rows
+        # `gpus` says the same from the leader: lab-h1..h4 full, each held by both masters
+        # or both workers; the other hosts and the spare free.
+        free = {r.split()[0]: r for r in job_cli(cluster, "gpus", CLUSTER).splitlines()[1:]}
+        assert sorted(free) == sorted([*TRAINING_HOSTS, SPARE]), free
+        for host in TRAINING_HOSTS[:4]:
+            assert "0 of 8" in free[host] and all(f"job {n}: 4" in free[host] for n in pair)
+        for host in [*TRAINING_HOSTS[4:], SPARE]:
+            assert free[host].split()[-4:] == ["8", "of", "8", "-"], free[host]
+        assert free[SPARE].split()[1] == "spare", free[SPARE]
         # A third job on the same hosts finds no GPU free: refused, nothing written.
         third = f"{JOB}-z"
         proc = subprocess.run([SCRIPT, "submit", str(code), "--name", third, "--cluster",
