@@ -31,6 +31,7 @@ from infra.providers.fit import Holder, fit_problems, read_swarm
 from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
 from infra.render.run import launcher_log
+from jobs.lock import holder_name, submit_lock
 
 Printer = Callable[[str], Any]
 
@@ -138,13 +139,17 @@ def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Sta
 def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = print) -> Any:
     """Write the job's stack file and `pulumi up` it; the engine's lines go to `out`.
     Returns the stack's outputs. Nothing is written when the config is refused or the
-    GPUs it asks for are held by another job."""
-    gpus_free(spec)
-    path = write_job(spec)
-    out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
-    stack = workspace_stack(spec.name, env)
-    # The outputs `up` read already: reading them again is two more CLI calls.
-    result = stack.up(on_output=out, color="never")
+    GPUs it asks for are held by another job. From the GPU check to the end of `up` it
+    holds the cluster's submit lock (jobs/lock.py), so that two submits cannot both
+    pass the check before either has its services."""
+    cfg = parse_job(_raw(spec), spec.name, ROOT)
+    with submit_lock(endpoint(cfg.leader), holder_name(spec.name), out):
+        gpus_free(spec)
+        path = write_job(spec)
+        out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
+        stack = workspace_stack(spec.name, env)
+        # The outputs `up` read already: reading them again is two more CLI calls.
+        result = stack.up(on_output=out, color="never")
     outputs = {k: v.value for k, v in result.outputs.items()}
     run = outputs.get("run", {})
     out(f"job {spec.name}: run {run.get('state')} at step {run.get('step')}")

@@ -13,10 +13,12 @@ free and who holds them, and the job's services, which depend on this resource, 
 never registered. The job's own tasks do not count against it, so submitting a
 running job again (a code push) passes.
 
-What this cannot see: a task another `up` creates between this Check and the job's
-own services (the engine does not lock the swarm); a host that is down (its tasks
-go to a spare, which the preflight and the gate judge). The job command runs the same
-check before it writes the stack file (jobs/command.py).
+What this cannot see: a host that is down (its tasks go to a spare, which the
+preflight and the gate judge); a task another `up` creates between this Check and the
+job's own services (the engine locks one stack, not the swarm). The job command runs
+the same check before it writes the stack file, and holds the cluster's submit lock
+from that check to the end of its `up` (jobs/command.py, jobs/lock.py), so two
+submits do not race; an `up` typed by hand takes no lock.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ no-op for both stacks; `list` shows the job's state, step, loss and GPUs; `logs`
 its launcher log, all ranks or one; one line of `train.py` changed and submitted again
 relaunches on the new code with no service and no image touched (the time is printed);
 a host change in the cluster's file that the cluster has not deployed refuses the
-job's preview; `gpus` names each host's free GPUs and the job holding them; a second
+job's preview; `gpus` names each host's free GPUs and the job holding them; a submit
+waits while another holds the cluster's submit lock, and takes an expired one; a second
 job asking for the GPUs the first holds is refused by `submit` and by the engine's
 preview and `up`, with nothing created; `stop` removes the job's
 services and its scrape file and keeps its checkpoints; `remove` drops its stack and
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,13 +37,15 @@ from pulumi import automation as auto
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import Resume, logged_steps, run_log, run_resumes, service_versions, shared
+from harness.lab import Resume, client, logged_steps, run_log, run_resumes, service_versions, shared
 from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
+from infra.components.swarm import endpoint
 from infra.config import ConfigError
 from infra.layout import STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
 from jobs import command
+from jobs.lock import EXPIRES_LABEL, HOLDER_LABEL, LOCK_NAME, submit_lock
 from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
@@ -359,6 +363,47 @@ def test_gpus_names_each_host_and_the_job_holding_it(cluster: Stack, job: dict[s
         ["lab-h1", "0", "of", "2", f"{master},", "job", f"{JOB}:", "2"],
         ["lab-h2", "0", "of", "2", f"{worker},", "job", f"{JOB}:", "2"],
     ]
+
+
+def test_a_submit_waits_for_the_clusters_submit_lock(
+    cluster: Stack, job: dict[str, Any], code: Path
+) -> None:
+    """While another submit holds the cluster's lock (a Swarm config on the leader), a
+    submit waits, naming the holder, and checks and writes nothing; once the lock is let
+    go it goes on (to the GPU check, which refuses this job); a lock past its expiry is
+    taken at once. No lock is left on the swarm."""
+    leader = endpoint(command.cluster_settings(CLUSTER).leader)
+    other = command.JobSpec(name=JOB_B, cluster=CLUSTER, code_dir=code, steps=10)
+    said: list[str] = []
+    outcome: list[BaseException] = []
+
+    def submit() -> None:
+        try:
+            command.submit(other, env=cluster.env, out=said.append)
+        except BaseException as e:  # the thread's outcome, asserted below
+            outcome.append(e)
+
+    waiter = threading.Thread(target=submit)
+    with submit_lock(leader, "submit of the engine test", print):
+        waiter.start()
+        held = "waiting for the cluster's submit lock, held by submit of the engine test"
+        wait_for("the second submit waiting", lambda: held in said, 60, 0.5)
+        time.sleep(3)
+        assert waiter.is_alive() and not outcome, (said, outcome)
+        assert not command.stack_file(JOB_B).exists()
+    waiter.join(120)
+    assert len(outcome) == 1 and isinstance(outcome[0], ConfigError), (said, outcome)
+    assert "lab-h1 has 0 of 2 free" in str(outcome[0])
+    assert not command.stack_file(JOB_B).exists()
+    api: Any = client(1).api  # docker-py's low-level API is untyped
+    assert not api.configs(filters={"name": LOCK_NAME})
+    # A submit killed while it held the lock: its expiry passed, the next one takes it.
+    api.create_config(LOCK_NAME, b"dead", labels={HOLDER_LABEL: "dead", EXPIRES_LABEL: "1"})
+    taken: list[str] = []
+    with submit_lock(leader, "submit of the engine test", taken.append, wait_s=5):
+        pass
+    assert taken == ["the cluster's submit lock of dead has expired: taking it"]
+    assert not api.configs(filters={"name": LOCK_NAME})
 
 
 def test_a_job_without_free_gpus_is_refused(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,10 +192,24 @@ def test_submit_refuses_a_job_whose_gpus_are_held(
         raise AssertionError("the engine ran for a refused job")
 
     monkeypatch.setattr(command, "workspace_stack", no_engine)
+    locked: list[str] = []
+
+    @contextlib.contextmanager
+    def lock(_ep: dict[str, Any], holder: str, _out: Any) -> Iterator[None]:
+        locked.append(holder)
+        try:
+            yield
+        finally:
+            locked.append("released")
+
+    monkeypatch.setattr(command, "submit_lock", lock)
     with pytest.raises(ConfigError, match=r"lab-h1 has 0 of 2 free \(held by exp0-master"):
         command.submit(spec(project), out=lambda _line: None)
     assert not (project / "Pulumi.exp1.yaml").exists()
     assert asked == [{"url": stack_config("dev")["hosts"][0]["docker_host"]}]
+    assert (
+        len(locked) == 2 and locked[0].startswith("submit of exp1 by ") and locked[1] == "released"
+    )
 
 
 def test_gpus_free_passes_the_config_on(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
