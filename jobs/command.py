@@ -27,7 +27,7 @@ from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
 from infra.config import stack_file_yaml as render_stack_file
 from infra.layout import PROJECT, training_service_names
-from infra.providers.fit import Holder, fit_problems, read_swarm
+from infra.providers.fit import Holder, SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
 from infra.render.run import launcher_log
@@ -88,19 +88,29 @@ def _raw(spec: JobSpec) -> dict[str, Any]:
     return {"kind": "job", "cluster": spec.cluster, "training": spec.training()}
 
 
+def _swarm_gpus(cfg: StackConfig) -> SwarmGpus:
+    """The GPUs of `cfg`'s cluster as its leader answers now (ConfigError: it does not)."""
+    try:
+        return read_swarm(endpoint(cfg.leader))
+    except HostError as e:
+        raise ConfigError([f"the cluster's GPUs could not be read: {e}"]) from None
+
+
 def gpus_free(spec: JobSpec) -> StackConfig:
     """The job's validated config, once its cluster's leader says the GPUs it asks
-    for are free on each of its hosts (the check every preview of the job makes,
-    infra/providers/fit.py, made before anything is written). ConfigError: why not."""
+    for are free on each of its hosts (ConfigError: why not)."""
     cfg = parse_job(_raw(spec), spec.name, ROOT)
+    check_gpus(cfg)
+    return cfg
+
+
+def check_gpus(cfg: StackConfig) -> None:
+    """The check every preview of a job makes (infra/providers/fit.py), made before
+    anything is written: the GPUs it asks for free on each of its hosts."""
     gpus = cfg.training.gpus_per_node
     if gpus and cfg.job_name is not None:
-        try:
-            swarm = read_swarm(endpoint(cfg.leader))
-        except HostError as e:
-            raise ConfigError([f"the cluster's GPUs could not be read: {e}"]) from None
         problems = fit_problems(
-            swarm,
+            _swarm_gpus(cfg),
             cfg.job_name,
             training_service_names(cfg.job_name),
             [h.name for h in cfg.training_hosts],
@@ -108,7 +118,6 @@ def gpus_free(spec: JobSpec) -> StackConfig:
         )
         if problems:
             raise ConfigError(problems)
-    return cfg
 
 
 def write_job(spec: JobSpec) -> Path:
@@ -144,7 +153,7 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     pass the check before either has its services."""
     cfg = parse_job(_raw(spec), spec.name, ROOT)
     with submit_lock(endpoint(cfg.leader), holder_name(spec.name), out):
-        gpus_free(spec)
+        check_gpus(cfg)
         path = write_job(spec)
         out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
         stack = workspace_stack(spec.name, env)
@@ -211,10 +220,7 @@ def cluster_gpus(cluster: str) -> list[GpuRow]:
     says are free now and the tasks holding the rest (what a job's submit is checked
     against, infra/providers/fit.py). ConfigError when the leader does not answer."""
     cfg = cluster_settings(cluster)
-    try:
-        swarm = read_swarm(endpoint(cfg.leader))
-    except HostError as e:
-        raise ConfigError([f"the cluster's GPUs could not be read: {e}"]) from None
+    swarm = _swarm_gpus(cfg)
     spares = {h.name for h in cfg.spares}
     return [
         GpuRow(
