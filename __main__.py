@@ -57,7 +57,14 @@ if cfg.kind == "job":
 else:
     facts = HostFacts(f"{stack}-facts", HostFactsArgs(cfg.hosts, cfg.network, cfg.preflight))
     swarm = SwarmCluster(
-        f"{stack}-swarm", SwarmClusterArgs(cfg.hosts, cfg.leader, cfg.master, facts)
+        f"{stack}-swarm",
+        SwarmClusterArgs(
+            cfg.hosts,
+            cfg.leader,
+            cfg.master,
+            facts,
+            master_moves=cfg.kind == "single" and cfg.training.recovery.follow_master,
+        ),
     )
     image = TrainingImage(f"{stack}-image", TrainingImageArgs(cfg.image, PROJECT_DIR, swarm))
     network = OverlayNetwork(f"{stack}-net", OverlayNetworkArgs(cfg.network, swarm))

@@ -239,6 +239,50 @@ def run_resumes(run: str) -> list[Resume]:
     return resumes_in(log.read_text(errors="replace")) if log.exists() else []
 
 
+def launcher_log_size(run: str) -> int:
+    """How long run `run`'s launcher log is now (an offset for the helpers below)."""
+    log = run_log(run, "launcher.log")
+    return log.stat().st_size if log.exists() else 0
+
+
+def launcher_log_since(run: str, offset: int) -> str:
+    """Run `run`'s launcher log after `offset`."""
+    return run_log(run, "launcher.log").read_bytes()[offset:].decode(errors="replace")
+
+
+def resumed_step(run: str, offset: int) -> int | None:
+    """The checkpoint step a relaunch resumed from, from the launcher log after `offset`."""
+    found = (
+        resumes_in(launcher_log_since(run, offset)) if run_log(run, "launcher.log").exists() else []
+    )
+    return found[0].checkpoint_step if found else None
+
+
+def wait_resumed(run: str, offset: int, timeout: float = 600) -> int:
+    """The checkpoint step a relaunch resumed from (the launcher log after `offset`),
+    once the next step is logged; on a timeout the log since and the restarts file are
+    the failure's evidence (the lab is gone afterwards)."""
+    try:
+        step = wait_for(
+            "the resume line in launcher.log", lambda: resumed_step(run, offset), timeout
+        )
+        wait_for(f"step {step + 1} logged", lambda: step + 1 in logged_steps(run), timeout, 1)
+    except AssertionError as e:
+        tail = launcher_log_since(run, offset)[-4000:]
+        raise AssertionError(
+            f"{e}\nlauncher.log since:\n{tail}\nrestarts.jsonl: {restart_events(run)}"
+        ) from None
+    return int(step)
+
+
+def tasks_of(service: str, manager: int = 1) -> list[tuple[str, str]]:
+    """(node, state) of the service's tasks Swarm wants running, as manager host
+    `manager` sees them, e.g. ("lab-h9", "Running")."""
+    running = ["--filter", "desired-state=running", "--format", "{{.Node}} {{.CurrentState}}"]
+    out = docker(manager, "service", "ps", service, *running)
+    return [(line.split()[0], line.split()[1]) for line in out.splitlines() if line.strip()]
+
+
 def remove_network(api: docker_sdk.DockerClient, network: str, timeout: float = 90.0) -> None:
     """Remove an overlay by hand once the tasks of removed services have left it
     (Docker refuses to remove a network that still has endpoints), and return once this

@@ -49,7 +49,7 @@ from infra.render.launch import (
     render_hostfile,
     stop_script,
 )
-from infra.render.run import Follow, supervisor_path
+from infra.render.run import MASTER_ADDR_SLOT, Follow, supervisor_path
 
 
 @dataclass(frozen=True)
@@ -76,21 +76,64 @@ class TrainingLaunchArgs:
     is what it was without monitoring."""
 
 
-def connection(preflight: Preflight, host: Host) -> command.remote.ConnectionArgs:
-    """SSH connection for remote commands: the configured key file (lab), else the agent."""
+def connection(
+    preflight: Preflight, host: Host | pulumi.Output[Host]
+) -> command.remote.ConnectionArgs:
+    """SSH connection for remote commands: the configured key file (lab), else the agent.
+    `host` may be known only once the roster is read (follow_master's launch)."""
+    address: pulumi.Input[str]
+    port: pulumi.Input[int]
+    user: pulumi.Input[str]
+    if isinstance(host, Host):
+        address, port, user = host.address, host.ssh_port, host.ssh_user
+    else:
+        address = host.apply(lambda h: h.address)
+        port = host.apply(lambda h: h.ssh_port)
+        user = host.apply(lambda h: h.ssh_user)
     key_file = preflight.ssh_private_key_file
     if key_file:
         return command.remote.ConnectionArgs(
-            host=host.address,
-            port=host.ssh_port,
-            user=host.ssh_user,
+            host=address,
+            port=port,
+            user=user,
             private_key=pulumi.Output.secret(Path(key_file).read_text()),
         )
     return command.remote.ConnectionArgs(
-        host=host.address,
-        port=host.ssh_port,
-        user=host.ssh_user,
+        host=address,
+        port=port,
+        user=user,
         agent_socket_path=os.environ.get("SSH_AUTH_SOCK", ""),
+    )
+
+
+def master_host(hosts: Sequence[Host], configured: Host, entries: Sequence[RosterEntry]) -> Host:
+    """The host the roster found the master task on (the first entry's node), else the
+    configured master (no entries yet, or a node that is not in the config)."""
+    if not entries:
+        return configured
+    return next((h for h in hosts if h.name == entries[0]["node"]), configured)
+
+
+def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
+    """What the supervisor follows (training.recovery.follow_moves), else None: the
+    worker tasks where Swarm moved them, and with follow_master the master task too
+    (a master task that starts again takes the run over: infra/task/follow.py)."""
+    t = args.training
+    if not t.recovery.follow_moves:
+        return None
+    host_plane = args.network.data_plane == "host"
+    moves = t.recovery.follow_master
+    return Follow(
+        hostfile=hostfile_path(t),
+        port=t.sshd_port,
+        names=() if host_plane else (f"tasks.{args.services.worker_name}",),
+        addresses=tuple(h.address for h in args.hosts) if host_plane else (),
+        forget_host_keys=host_plane,
+        # Only where set: a run that follows only its workers keeps its settings.
+        master_names=(f"tasks.{args.services.master_name}",) if moves and not host_plane else (),
+        master_moves=moves,
+        pattern=task_script if moves else "",
+        max_takeovers=t.recovery.max_restarts if moves else 0,
     )
 
 
@@ -135,21 +178,12 @@ class TrainingLaunch(pulumi.ComponentResource):
             # A task on the host network has no address of its own: its host's
             # (hosts[].address), where its sshd and the rendezvous listen.
             roster_props["node_addresses"] = {h.name: h.address for h in args.hosts}
-        follow = None
         if t.recovery.follow_moves:
             # The run follows moved tasks itself: the roster keeps the placement the
             # run was launched on (infra/providers/roster.py), so a move relaunches
             # nothing and the next preview is a no-op. Only where set: a stack without
             # it keeps its roster's inputs.
             roster_props["follow_moves"] = True
-            host_plane = args.network.data_plane == "host"
-            follow = Follow(
-                hostfile=hostfile_path(t),
-                port=t.sshd_port,
-                names=() if host_plane else (f"tasks.{args.services.worker_name}",),
-                addresses=tuple(h.address for h in args.hosts) if host_plane else (),
-                forget_host_keys=host_plane,
-            )
         self.roster = TaskRoster(
             f"{name}-roster",
             roster_props,
@@ -180,6 +214,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
             )
             task_script = f"{self.code.path}/{t.script}"
+        follow = follow_of(args, task_script)
         # The gate: an all-reduce across the new tasks before anything is launched in them.
         self.gate = None
         if args.preflight.gate.enabled:
@@ -222,12 +257,27 @@ class TrainingLaunch(pulumi.ComponentResource):
         # (stopping the run) on sockets: never a silent run at a tenth of the bandwidth.
         check = task_script if any(h.rdma_interface for h in args.hosts) else ""
         recovery = t.recovery
+
+        # follow_master: the supervisor reads rank 0's address from the hostfile at
+        # each attempt (the master may have moved since the launch).
+        def master_for(address: str) -> str:
+            return MASTER_ADDR_SLOT if follow is not None and follow.master_moves else address
+
+        # follow_master: the pdsh launch goes to the host the master task runs on as
+        # the roster read it (an update may place it on a spare); the roster keeps the
+        # launch's placement after a takeover, so this changes only with new tasks,
+        # which relaunch anyway.
+        def where(host: Host) -> Host | pulumi.Output[Host]:
+            if not (ssh_launch and follow is not None and follow.master_moves):
+                return host
+            return entries.apply(lambda es: master_host(args.hosts, host, es))
+
         for host, service, node_rank in targets:
 
             def script_for(a: list[Any], svc: str = service, rank: int | None = node_rank) -> str:
                 return launch_script(
                     service=svc,
-                    argv=launch_argv(args, a[1], nnodes, rank, script=task_script),
+                    argv=launch_argv(args, master_for(a[1]), nnodes, rank, script=task_script),
                     run_name=t.run_name,
                     hostfile=a[0],
                     ds_config=ds_json,
@@ -248,7 +298,7 @@ class TrainingLaunch(pulumi.ComponentResource):
             self.commands.append(
                 command.remote.Command(
                     f"{name}-run{suffix}",
-                    connection=connection(args.preflight, host),
+                    connection=connection(args.preflight, where(host)),
                     create=script,
                     delete=stop_script(
                         service=service,
@@ -256,6 +306,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         pattern=task_script,
                         run_name=t.run_name,
                         follow=follow is not None,
+                        takeover=follow is not None and follow.master_moves,
                     ),
                     # The code's digest only where code is synced: a stack without
                     # it keeps the triggers it was launched with (no relaunch).
@@ -293,6 +344,8 @@ class TrainingLaunch(pulumi.ComponentResource):
                     for h, svc, r in targets
                 ],
                 "launched": [c.id for c in self.commands],
+                # Only where set: the master task may be found on another host.
+                **({"follow_master": True} if follow is not None and follow.master_moves else {}),
             },
             pulumi.ResourceOptions(parent=self, depends_on=self.commands),
         )

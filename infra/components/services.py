@@ -34,6 +34,7 @@ from infra.layout import (
     JOB_LABEL,
     OVERLAY_ATTACH_FIXED_IN,
     SHM_MOUNT,
+    SPEC_LABEL,
     STANDBY_SERVICE,
     TRAIN_UID,
     WARMUP_SERVICE,
@@ -49,6 +50,7 @@ from infra.render.labels import (
     placement_constraints,
     training_env,
 )
+from infra.render.run import TAKEOVER_ENV, takeover_loop
 from infra.render.sections import TaskEnvSource, TaskSpecSource
 from infra.versions import older_than
 
@@ -101,10 +103,18 @@ class ClusterServicesArgs:
 
 
 def container_spec(
-    cfg: TaskEnvSource, image_ref: pulumi.Input[str], secrets: Mapping[str, specs.SwarmSecret]
+    cfg: TaskEnvSource,
+    image_ref: pulumi.Input[str],
+    secrets: Mapping[str, specs.SwarmSecret],
+    takeover: bool = False,
 ) -> docker.ServiceTaskSpecContainerSpecArgs:
-    """The container of every training task."""
+    """The container of every training task. `takeover` (the master's, with
+    training.recovery.follow_master): the task knows its id and its spec's digest (Swarm
+    templates) and runs the takeover loop (infra/render/run.py) beside its sshd."""
     t = cfg.training
+    env = training_env(cfg)
+    if takeover:
+        env |= TAKEOVER_ENV
     mounts = [
         specs.data_mount(t.data_dir),
         # Swarm services have no --shm-size: a sized tmpfs at /dev/shm instead
@@ -122,7 +132,7 @@ def container_spec(
     ]
     return docker.ServiceTaskSpecContainerSpecArgs(
         image=image_ref,
-        env=env_list(training_env(cfg)),
+        env=env_list(env),
         mounts=mounts,
         secrets=[specs.secret_mount(file_name, s) for file_name, s in secrets.items()],
         healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
@@ -139,6 +149,8 @@ def container_spec(
         hostname="{{.Service.Name}}-{{.Task.Slot}}",
         # The image's USER, stated so the policy pack (policy/) can check it.
         user=TRAIN_UID,
+        # The entrypoint runs its arguments beside sshd (images/entrypoint.sh).
+        args=["sh", "-c", takeover_loop()] if takeover else None,
     )
 
 
@@ -216,6 +228,30 @@ def standby_spec(image_ref: pulumi.Input[str]) -> docker.ServiceTaskSpecArgs:
     return idle_spec(image_ref, constraints=[SPARE_CONSTRAINT])
 
 
+def task_spec_label(task_spec: docker.ServiceTaskSpecArgs) -> pulumi.Output[str]:
+    """A digest of a task spec as the program declares it (never what Swarm reads
+    back, so a refresh does not change it): what changes it makes Swarm replace the
+    tasks; nothing else (a new step count, args, ds_config) does."""
+
+    def digest(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    return pulumi.Output.from_input(_plain(task_spec)).apply(digest)
+
+
+def _plain(value: Any) -> Any:
+    """An input-type tree as dicts and lists (its outputs left for `from_input`, which
+    resolves them inside dicts and lists, never inside input types)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool | pulumi.Output):
+        return value
+    return {k: _plain(v) for k, v in vars(value).items()}  # an input type: its properties
+
+
 def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Output[str]:
     """A digest of what the training tasks' specs are made from: the training config,
     the tasks' environment, the secret names, and the image, network and secret ids.
@@ -231,7 +267,7 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
     relaunches. Taken from the program's inputs, never from what Swarm reads back,
     so a refresh does not change it.
     """
-    data = {
+    data: dict[str, Any] = {
         # Without the services' own labels, the run's recovery settings and its synced
         # code: they are not part of any task spec (and a stack deployed before a key
         # existed keeps its digest).
@@ -247,6 +283,9 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
         "env": training_env(cfg),
         "secret_names": cfg.secret_names,
     }
+    if cfg.training.recovery.follow_master:
+        # The master's placement, command and environment (only where set).
+        data["follow_master"] = True
     static = json.dumps(data, sort_keys=True)
 
     def digest(values: list[Any]) -> str:
@@ -439,10 +478,15 @@ class TrainingServices(pulumi.ComponentResource):
         # moved task may still go to a spare).
         keep_off = [f"node.hostname!={h.name}" for h in args.unused]
 
+        # training.recovery.follow_master: the master may run on a spare, and its task
+        # takes the run over when it starts again (infra/task/follow.py `takeover`).
+        takeover = t.recovery.follow_master
+        master_spec = container_spec(args, image_ref, secrets, takeover=True) if takeover else spec
+
         def task_spec(role: str) -> docker.ServiceTaskSpecArgs:
-            constraints = placement_constraints(role, t.gpu_model)
+            constraints = placement_constraints(role, t.gpu_model, master_moves=takeover)
             return docker.ServiceTaskSpecArgs(
-                container_spec=spec,
+                container_spec=master_spec if role == "master" else spec,
                 networks_advanceds=specs.overlay(self.training_network_id),
                 placement=specs.placement(
                     constraints + (keep_off if role == "worker" else []), max_replicas=1
@@ -458,11 +502,19 @@ class TrainingServices(pulumi.ComponentResource):
         self.before_gpu_tasks = [s for s in (self.warmup, self.standby) if s is not None]
 
         def service(svc_name: str, role: str, replicas: int) -> docker.Service:
+            spec_args = task_spec(role)
+            # The master's tasks read their spec's digest from this label (DSS_SPEC): a
+            # task an update made differs from the run's, a moved one does not.
+            spec_label = (
+                [docker.ServiceLabelArgs(label=SPEC_LABEL, value=task_spec_label(spec_args))]
+                if takeover and role == "master"
+                else []
+            )
             return docker.Service(
                 f"{name}-{role}",
                 name=svc_name,
                 mode=specs.replicated(replicas),
-                task_spec=task_spec(role),
+                task_spec=spec_args,
                 endpoint_spec=specs.dnsrr(),
                 converge_config=specs.converge("10m"),
                 labels=[
@@ -474,6 +526,7 @@ class TrainingServices(pulumi.ComponentResource):
                         if args.job
                         else []
                     ),
+                    *spec_label,
                     *[
                         docker.ServiceLabelArgs(label=k, value=v)
                         for k, v in sorted(t.service_labels.items())

@@ -31,6 +31,9 @@ class SwarmClusterArgs:
     leader: Host
     master: Host
     facts: HostFacts
+    master_moves: bool = False
+    """training.recovery.follow_master: the master's host and the spares are labelled
+    where the master task may run."""
 
 
 def endpoint(host: Host) -> dict[str, Any]:
@@ -98,7 +101,7 @@ class SwarmCluster(pulumi.ComponentResource):
                     "swarm_id": init.swarm_id,
                     "role": h.role,
                     "availability": h.availability,
-                    "labels": node_labels(args, h),
+                    "labels": node_labels(args, h, args.master_moves),
                 },
                 pulumi.ResourceOptions(parent=self, depends_on=[init]),
             )

@@ -62,8 +62,34 @@ RELAUNCH_WAIT_S = 60
 
 
 def _container(props: dict[str, Any], task: dict[str, Any]) -> Any:
-    """The running container of the task's service on its node, or None."""
-    return service_container(props["host_endpoints"][task["node"]], task["service"])
+    """The running container of the task's service on its node, or None. With
+    training.recovery.follow_master the master task may have moved (a spare took the
+    run over, infra/task/takeover.py): when its node has none, or does not answer, it is
+    looked for on every other host."""
+    movable = bool(props.get("follow_master")) and task["service"] == props["tasks"][0]["service"]
+    try:
+        ctr = service_container(props["host_endpoints"][task["node"]], task["service"])
+    except Exception:
+        if not movable:
+            raise
+        ctr = None
+    if ctr is None and movable:
+        return _moved_container(props, task)
+    return ctr
+
+
+def _moved_container(props: dict[str, Any], task: dict[str, Any]) -> Any:
+    """The first running container of the task's service on another host, or None."""
+    for node, endpoint in props["host_endpoints"].items():
+        if node == task["node"]:
+            continue
+        try:
+            ctr = service_container(endpoint, task["service"])
+        except Exception:
+            continue  # a host that does not answer holds no task the run can use
+        if ctr is not None:
+            return ctr
+    return None
 
 
 def _exec(ctr: Any, script: str, env: dict[str, str] | None = None, user: str = "") -> str:

@@ -8,6 +8,7 @@ from infra.config import RDMA_DEBUG_ENV, Host, network_env
 from infra.layout import (
     DATA_MOUNT,
     GPU_MODEL_LABEL,
+    MASTER_OK_LABEL,
     SECRETS_DIR,
     SSH_PRIVATE_KEY_FILE,
     SSH_PUBLIC_KEY_FILE,
@@ -18,8 +19,10 @@ SPARE_CONSTRAINT = "node.labels.dss.spare==true"
 """Where `ds-standby` runs: the spare hosts (`hosts[].spare`)."""
 
 
-def node_labels(cfg: HasMaster, host: Host) -> dict[str, str]:
-    """Swarm node labels for one host: placement keys first, then the user's extras."""
+def node_labels(cfg: HasMaster, host: Host, master_moves: bool = False) -> dict[str, str]:
+    """Swarm node labels for one host: placement keys first, then the user's extras.
+    `master_moves` (training.recovery.follow_master): the master's host and the spares
+    get `dss.master_ok` (only then: a stack without it keeps its labels)."""
     labels = {
         "dss.role": "master" if host.name == cfg.master.name else "worker",
         "dss.gpus": str(host.gpus.count),
@@ -28,6 +31,8 @@ def node_labels(cfg: HasMaster, host: Host) -> dict[str, str]:
         # Eligible for `ds-worker` like any worker; the standby task keeps it last
         # in the scheduler's order (infra/components/services.py, `standby_spec`).
         labels["dss.spare"] = "true"
+    if master_moves and (host.spare or host.name == cfg.master.name):
+        labels[MASTER_OK_LABEL] = "true"
     if host.gpus.model:
         labels[GPU_MODEL_LABEL] = host.gpus.model
     if host.rdma_interface:
@@ -35,10 +40,15 @@ def node_labels(cfg: HasMaster, host: Host) -> dict[str, str]:
     return {**labels, **host.labels}
 
 
-def placement_constraints(role: str, gpu_model: str | None = None) -> list[str]:
+def placement_constraints(
+    role: str, gpu_model: str | None = None, master_moves: bool = False
+) -> list[str]:
     """Constraints that pin a service to nodes of one dss.role (and, with `gpu_model`,
-    to nodes labelled with that GPU model: a task moves only to a spare that has it)."""
+    to nodes labelled with that GPU model: a task moves only to a spare that has it).
+    `master_moves`: the master goes where `dss.master_ok` is (its host or a spare)."""
     model = [f"node.labels.{GPU_MODEL_LABEL}=={gpu_model}"] if gpu_model else []
+    if master_moves and role == "master":
+        return [f"node.labels.{MASTER_OK_LABEL}==true", *model]
     return [f"node.labels.dss.role=={role}", *model]
 
 

@@ -15,6 +15,7 @@ from infra.config import Training
 from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
 from infra.render.run import (
     Follow,
+    active_path,
     follow_path,
     follow_program,
     follow_settings_path,
@@ -25,6 +26,7 @@ from infra.render.run import (
     supervisor_path,
     supervisor_prefix,
     supervisor_script,
+    takeover_path,
 )
 from infra.render.sections import HasTraining, LaunchSource
 
@@ -297,19 +299,32 @@ def launch_script(
         if supervision.follow is not None:
             # Before the supervisor: a new one runs them at its first attempt.
             files.append((follow_path(run_name), follow_program()))
+            if supervision.follow.master_moves:
+                files.append((takeover_path(run_name), follow_program("takeover.py")))
             files.append((follow_settings_path(run_name), supervision.follow.settings(run_name)))
         files.append((sup, body))
         inner = f"exec sh {sup}"
         # A supervisor between two attempts has no launcher: it is the run too.
         running += f' || docker exec "$ctr" pgrep -f {shlex.quote(sup)} >/dev/null 2>&1'
         clear = f'docker exec -u {TRAIN_UID} "$ctr" rm -f {stop_marker(run_name)}\n'
+        if supervision.follow is not None and supervision.follow.master_moves:
+            # A new launch: its supervisor claims the run with no takeover counted.
+            clear = clear.replace(" rm -f ", f" rm -f {active_path(run_name)} ")
     # Each file is replaced, not rewritten in place: a running supervisor reads its own.
     writes = "\n".join(
         f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
         f"sh -c {shlex.quote(replace_file(path))}"
         for path, body in files
     )
-    forget, start, check = "", "", ""
+    forget, start, check, hint = "", "", "", ""
+    follow = supervision.follow if supervision is not None else None
+    if follow is not None and follow.master_moves:
+        hint = (
+            '  echo "training.recovery.follow_master: the master task may have moved to a '
+            "spare (docker service ps $svc); a relaunch runs on the master's host: move "
+            "it back (docker node update --availability drain <spare>, then active; the "
+            'run follows it) and run pulumi up again (docs/run.md)" >&2\n'
+        )
     if forget_host_keys:
         forget = f"docker exec -u {TRAIN_UID} \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'\n"
     # With the check: the log's lines before this launch, so only its own count.
@@ -332,7 +347,7 @@ for i in $(seq 1 {wait_seconds}); do
 done
 if [ -z "$ctr" ]; then
   echo "no running task of $svc on $(hostname) after {wait_seconds}s" >&2
-  exit 1
+{hint}  exit 1
 fi
 {writes}
 if {running}; then  # idempotent
@@ -345,7 +360,13 @@ echo "launch: started on $(hostname) in $ctr"
 
 
 def stop_script(
-    *, service: str, grace_seconds: int, pattern: str, run_name: str = "", follow: bool = False
+    *,
+    service: str,
+    grace_seconds: int,
+    pattern: str,
+    run_name: str = "",
+    follow: bool = False,
+    takeover: bool = False,
 ) -> str:
     """Shell run over SSH on delete: SIGTERM the training processes (command lines
     matching `pattern`, the training script: the launcher and every rank name it;
@@ -361,7 +382,8 @@ def stop_script(
     `follow.py rebuild` (up to its wait_s) or in `watch`, where it would see the marker
     only later, alive meanwhile, so the next launch would keep it as the run and it
     would exit: it and the follow program are killed first (neither holds training
-    state; the launcher they leave is stopped below as always)."""
+    state; the launcher they leave is stopped below as always). `takeover`
+    (follow_master): the takeover program too, which may be running the supervisor."""
     pat = shlex.quote(pattern)
     mark = (
         f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
@@ -369,7 +391,10 @@ def stop_script(
         else ""
     )
     if follow and run_name:
-        for owner in (supervisor_prefix(run_name), follow_path(run_name)):
+        owners = [supervisor_prefix(run_name), follow_path(run_name)]
+        if takeover:
+            owners.append(takeover_path(run_name))
+        for owner in owners:
             mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
     return f"""set -u
 {task_container("ctr", service)}

@@ -78,6 +78,11 @@ def follow_path(run_name: str) -> str:
     return f"{LAUNCH_DIR}/{run_name}/follow.py"
 
 
+def takeover_path(run_name: str) -> str:
+    """follow_master: the takeover program (infra/task/takeover.py), beside follow.py."""
+    return f"{LAUNCH_DIR}/{run_name}/takeover.py"
+
+
 def follow_settings_path(run_name: str) -> str:
     return f"{LAUNCH_DIR}/{run_name}/follow.json"
 
@@ -97,6 +102,19 @@ class Follow:
     forget_host_keys: bool = False
     """Host data plane: a moved task answers at an address another task had, with
     another host key; the master task forgets the keys it learnt before each attempt."""
+    master_names: tuple[str, ...] = ()
+    """follow_master on the overlay: the master service's DNS name (`tasks.<master>`),
+    where a master task that took the run over finds its own address."""
+    master_moves: bool = False
+    """training.recovery.follow_master: a master task that starts again takes the run
+    over (the keys below are in the settings only then)."""
+    pattern: str = ""
+    """follow_master: the training script's command-line pattern, what a takeover kills
+    on the workers (the ranks the lost master started, blocked on it)."""
+    max_takeovers: int = 0
+    """follow_master: takeovers allowed per launch (training.recovery.max_restarts)."""
+    lease_s: int = 30
+    """follow_master: how long the lease must have lapsed before a takeover."""
     wait_s: int = 180
     """How long an attempt waits for enough live tasks: Swarm moves a lost host's task
     after about 30 s (the standby task keeps the image pulled on a spare)."""
@@ -116,12 +134,75 @@ class Follow:
             "misses": self.misses,
             "events": f"{log_dir(run_name)}/{RESTARTS_FILE}",
         }
+        if self.master_moves:
+            # Only then: a run that follows only its workers keeps its settings file.
+            data |= {
+                "master_names": list(self.master_names),
+                "active": active_path(run_name),
+                "lease": lease_path(run_name),
+                "lease_s": self.lease_s,
+                "pattern": self.pattern,
+                "max_takeovers": self.max_takeovers,
+                "stop": stop_marker(run_name),
+                "supervisor": supervisor_path(run_name),
+            }
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
-def follow_program() -> str:
-    """The text of infra/task/follow.py, which the launch script writes into the task."""
-    return (Path(__file__).resolve().parents[1] / "task" / "follow.py").read_text()
+def active_path(run_name: str) -> str:
+    """training.recovery.follow_master: one line, `<task id> <spec digest> <takeovers>`,
+    of the task whose supervisor runs the run; present from a launch until its
+    supervisor ends by itself (the last step, a spent budget), so a master task that
+    starts again while it is there takes the run over (infra/task/follow.py)."""
+    return f"{LAUNCH_DIR}/{run_name}/active"
+
+
+def lease_path(run_name: str) -> str:
+    """training.recovery.follow_master: touched by the supervisor's watch while every
+    hostfile address answers; a takeover waits until it is older than `lease_s`."""
+    return f"{LAUNCH_DIR}/{run_name}/lease"
+
+
+MASTER_ADDR_SLOT = "@DSS_MASTER_ADDR@"
+"""training.recovery.follow_master: the launcher's `--master_addr` in the supervisor is
+the hostfile's first address at each attempt (the master may have moved), not the one
+the launch saw: the launch renders this in its place (shlex leaves it unquoted)."""
+
+TAKEOVER_ENV = {
+    "DSS_TASK_ID": "{{.Task.ID}}",
+    "DSS_SPEC": '{{index .Service.Labels "dss.spec"}}',
+}
+"""The master task's id and its spec's digest (the service label SPEC_LABEL at the time
+Swarm made the task), filled in by Swarm's templates."""
+
+
+def takeover_loop(interval_s: int = 5) -> str:
+    """The master task's command beside its sshd (training.recovery.follow_master):
+    every `interval_s`, once a launch wrote the run's follow program, ask it whether
+    this task should take the run over (infra/task/follow.py `takeover`, which then
+    runs the supervisor). It ends, and with it the task, when sshd is gone (as the
+    image's entrypoint does without a command).
+
+    Its text names the run only as `$DSS_RUN`: the stop script's and the launch's
+    `pkill`/`pgrep -f` on the run's paths and the launcher's name must never match
+    this loop (the task would end with it)."""
+    run = "${DSS_RUN}"
+    program, settings = takeover_path(run), follow_settings_path(run)
+    return (
+        "while pgrep -x sshd >/dev/null; do\n"
+        f'  if [ -f "{program}" ] && [ -f "{settings}" ] && [ -d "{log_dir(run)}" ]; then\n'
+        f'    python3 "{program}" takeover "{settings}" >>"{launcher_log(run)}" 2>&1\n'
+        "  fi\n"
+        f"  sleep {interval_s}\n"
+        "done\n"
+        "exit 1\n"
+    )
+
+
+def follow_program(name: str = "follow.py") -> str:
+    """The text of infra/task/follow.py (or `name` beside it: takeover.py), which the
+    launch script writes into the task."""
+    return (Path(__file__).resolve().parents[1] / "task" / name).read_text()
 
 
 def log_dir(run_name: str) -> str:
@@ -176,20 +257,24 @@ def supervisor_script(
         )
         count = '  metrics "$restarts" 0\n'
         spent = '    metrics "$restarts" 1\n'
+    claim, top, lost, release = "", "", "", ""
+    if follow is not None and follow.master_moves:
+        cmd = cmd.replace(f"--master_addr={MASTER_ADDR_SLOT}", '--master_addr="$master"')
+        claim, top, lost, release = _ownership(run_name, pattern)
     attempt = _attempt(cmd, log, pattern, run_name, follow)
     return f"""# deepspeed-swarm: the supervisor of run {run_name} (infra/render/run.py)
 set -u
 mkdir -p {q(log_dir(run_name))}
 cd {q(workdir)}
-{metrics}restarts=0
+{claim}{metrics}restarts=0
 while :; do
-  rc=0
-{attempt}  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then exit "$rc"; fi
+{top}  rc=0
+{attempt}{lost}  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then {release}exit "$rc"; fi
   if [ "$restarts" -ge {max_restarts} ]; then
     echo "supervisor: the launcher exited $rc; restart budget ({max_restarts}) spent" >>{q(log)}
     printf '{{"event":"{BUDGET_SPENT}","exit_code":%s,"time":%s}}\\n' "$rc" "$(date +%s)" \\
       >>{q(restarts)}
-{spent}    exit "$rc"
+{spent}    {release}exit "$rc"
   fi
   restarts=$((restarts + 1))
   printf '{{"event":"restart","restart":%s,"exit_code":%s,"time":%s}}\\n' \\
@@ -198,9 +283,36 @@ while :; do
  in {delay_s}s, from the newest complete checkpoint" >>{q(log)}
   pkill -KILL -f {q(pattern)} 2>/dev/null || true
   sleep {delay_s}
-  if [ -e {q(stop)} ]; then exit "$rc"; fi
+  if [ -e {q(stop)} ]; then {release}exit "$rc"; fi
 done
 """
+
+
+def _ownership(run_name: str, pattern: str) -> tuple[str, str, str, str]:
+    """follow_master: the supervisor's claim on the run (at its start: the active file
+    names its task, keeping the takeovers counted so far), its check before each attempt
+    and after it (a task that took the run over meanwhile owns it: this one stops its
+    ranks and ends, leaving the file), and its release when it ends by itself."""
+    q = shlex.quote
+    active, lease = q(active_path(run_name)), q(lease_path(run_name))
+    claim = (
+        f"n=0\n[ -f {active} ] && read -r _t _s n <{active}\n"
+        f'printf \'%s %s %s\\n\' "${{DSS_TASK_ID:-}}" "${{DSS_SPEC:-}}" "${{n:-0}}" >{active}.new '
+        f"&& mv {active}.new {active}\n"
+        f"touch {lease}\n"
+        f'owner() {{ read -r t _r <{active} 2>/dev/null && [ "$t" = "${{DSS_TASK_ID:-}}" ]; }}\n'
+    )
+    top = "  owner || exit 0\n"
+    lost = (
+        "  if ! owner; then\n"
+        f'    echo "supervisor: another master task took the run over; stopping here" >>'
+        f"{q(launcher_log(run_name))}\n"
+        f"    pkill -KILL -f {q(pattern)} 2>/dev/null || true\n"
+        "    exit 0\n"
+        "  fi\n"
+    )
+    release = f"{{ owner && rm -f {active}; }}; "
+    return claim, top, lost, release
 
 
 def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | None) -> str:
@@ -208,13 +320,25 @@ def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | N
     q = shlex.quote
     if follow is None:
         return f"  {cmd} >>{q(log)} 2>&1 || rc=$?\n"
-    program, settings = q(follow_path(run_name)), q(follow_settings_path(run_name))
+    # follow_master: takeover.py's rebuild and watch, which wrap follow.py's.
+    path = takeover_path(run_name) if follow.master_moves else follow_path(run_name)
+    program, settings = q(path), q(follow_settings_path(run_name))
     forget = "  rm -f ~/.ssh/known_hosts\n" if follow.forget_host_keys else ""
+    guard = "  owner || exit 0\n" if follow.master_moves else ""
+    # follow_master: rank 0's address is the hostfile's first, which the rebuild made
+    # this task's own.
+    master = (
+        f"  master=$(awk 'NR==1{{print $1; exit}}' {q(follow.hostfile)})\n"
+        if follow.master_moves
+        else ""
+    )
     return (
         f"  python3 {program} rebuild {settings} >>{q(log)} 2>&1 || true\n"
         # A stop during the rebuild's wait: start nothing.
         f"  if [ -e {q(stop_marker(run_name))} ]; then exit 0; fi\n"
-        f"{forget}"
+        # follow_master: nor when another master task took the run over meanwhile.
+        f"{guard}"
+        f"{forget}{master}"
         f"  {cmd} >>{q(log)} 2>&1 &\n"
         "  pid=$!\n"
         f'  python3 {program} watch {settings} "$pid" >>{q(log)} 2>&1 \\\n'

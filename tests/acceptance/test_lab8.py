@@ -32,17 +32,21 @@ from harness.lab import (
     docker_run,
     edit_node,
     host_index,
+    launcher_log_size,
     logged_steps,
     remove_network,
     restart_events,
-    resumes_in,
     run_log,
     service_versions,
     shape_link,
     shared,
+    tasks_of,
     training_processes,
     unshape_link,
 )
+from harness.lab import launcher_log_since as lab_log_since
+from harness.lab import resumed_step as lab_resumed_step
+from harness.lab import wait_resumed as lab_wait_resumed
 from harness.stack import Stack, restarting
 from harness.waits import wait_for
 from infra.config.models.job import Recovery
@@ -84,23 +88,10 @@ def addresses(stack: Stack) -> list[str]:
     return [e["address"] for e in stack.outputs()["rankMap"]]
 
 
-def wait_resumed(offset: int) -> int:
-    """The checkpoint step a relaunch resumed from (launcher.log after `offset`), once
-    the next step is logged."""
-    try:
-        step = wait_for("the resume line in launcher.log", lambda: resumed_step(offset), 600)
-        wait_for(f"step {step + 1} logged", lambda: step + 1 in logged_steps(RUN), 600, 1)
-    except AssertionError as e:
-        # What the launches said meanwhile is the evidence; the lab is gone afterwards.
-        tail = launcher_log_since(offset)[-4000:]
-        raise AssertionError(
-            f"{e}\nlauncher.log since:\n{tail}\nrestarts.jsonl: {restart_events(RUN)}"
-        ) from None
-    return int(step)
-
-
-def launcher_log_since(offset: int) -> str:
-    return run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
+wait_resumed = partial(lab_wait_resumed, RUN)
+launcher_log_since = partial(lab_log_since, RUN)
+resumed_step = partial(lab_resumed_step, RUN)
+log_size = partial(launcher_log_size, RUN)
 
 
 def world_size() -> int:
@@ -120,26 +111,6 @@ def loss_across(resumed: int, steps: int = 3) -> tuple[float, float]:
     before = [loss[s] for s in range(resumed - steps + 1, resumed + 1)]
     after = [loss[s] for s in range(resumed + 2, resumed + 2 + steps)]
     return sum(before) / steps, sum(after) / steps
-
-
-def tasks_of(service: str) -> list[tuple[str, str]]:
-    """(node, state) of the tasks Swarm wants running, e.g. ("lab-h9", "Running")."""
-    running = ["--filter", "desired-state=running", "--format", "{{.Node}} {{.CurrentState}}"]
-    out = docker(1, "service", "ps", service, *running)
-    return [(line.split()[0], line.split()[1]) for line in out.splitlines() if line.strip()]
-
-
-def resumed_step(offset: int) -> int | None:
-    """The checkpoint step a relaunch resumed from, from launcher.log after `offset`."""
-    log = run_log(RUN, "launcher.log")
-    text = log.read_bytes()[offset:].decode(errors="replace")
-    found = resumes_in(text)
-    return found[0].checkpoint_step if found else None
-
-
-def log_size() -> int:
-    log = run_log(RUN, "launcher.log")
-    return log.stat().st_size if log.exists() else 0
 
 
 def edit_stack_file(stack: Stack, edit: Any) -> str:

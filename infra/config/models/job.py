@@ -95,8 +95,19 @@ class Recovery(_Model):
     `max_restarts`; the hostfile's change is recorded in the restarts file). The
     roster keeps the placement the run was launched on, so the next preview is a
     no-op. Needs launcher `deepspeed` with launch_mode `pdsh`; a lost master still
-    needs `pulumi up`. Default false: a stack deployed without it keeps its launch
-    (docs/run.md)."""
+    needs `pulumi up` unless `follow_master` is set. Default false: a stack deployed
+    without it keeps its launch (docs/run.md)."""
+    follow_master: bool = False
+    """The run follows its master task too (with `follow_moves`, in a single stack with
+    a spare): the master may run on its host or on a spare (node label
+    `dss.master_ok`), and when its task starts again anywhere with the same spec (its
+    host lost, drained, or the container died) it takes the run over once the old
+    supervisor's lease has lapsed: it stops the ranks left on the workers, puts its own
+    address first in the hostfile and restarts the launcher from the newest complete
+    checkpoint, with no `pulumi up`. Each takeover counts against `max_restarts`. An
+    update that replaces the tasks never takes over (the launch relaunches). Default
+    false: turning it on changes the master service's placement and command, which
+    restarts the run once (docs/run.md, "A lost master")."""
 
     @field_validator("restart_delay")
     @classmethod

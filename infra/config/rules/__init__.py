@@ -112,6 +112,12 @@ RULES: tuple[Rule, ...] = (
         training.follow_moves,
     ),
     Rule(
+        "training.recovery.follow_master",
+        "error",
+        "Only in a single stack, with follow_moves, and with an active spare that fits the master.",
+        training.follow_master,
+    ),
+    Rule(
         "hosts[].address",
         "error",
         "An IP address or an RFC 1123 DNS host name.",

@@ -150,6 +150,37 @@ def follow_moves(cfg: StackConfig) -> list[str]:
     ]
 
 
+def follow_master(cfg: StackConfig) -> list[str]:
+    r = cfg.training.recovery
+    if not r.follow_master:
+        return []
+    out = []
+    if cfg.kind != "single":
+        out.append(
+            f"training.recovery.follow_master: true in a {cfg.kind!r} stack; allowed: only "
+            "in a single stack (a job's master shares the cluster's master host), or false"
+        )
+    if not r.follow_moves:
+        out.append(
+            "training.recovery.follow_master: true with follow_moves false; allowed: "
+            "follow_master with follow_moves true (the master's supervisor follows the "
+            "workers as before), or follow_master false"
+        )
+    want, model = cfg.training.gpus_per_node, cfg.training.gpu_model
+    fits = [
+        h
+        for h in cfg.spares
+        if h.availability == "active" and h.gpus.count >= want and model in (None, h.gpus.model)
+    ]
+    if not fits:
+        out.append(
+            "training.recovery.follow_master: true but no active spare host can take the "
+            f"master ({want} GPUs" + (f" of model {model!r}" if model else "") + "); allowed: "
+            "follow_master with such a host (hosts[].spare: true), or false"
+        )
+    return out
+
+
 def env_owned(cfg: StackConfig) -> list[str]:
     out = []
     for name in cfg.training.env:

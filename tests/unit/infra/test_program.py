@@ -377,3 +377,61 @@ def test_jupyter_on_the_master_with_a_secret_token(
     assert c["secrets"][0]["fileName"] == "jupyter_token", "ds-jupyter: token not a secret file"
     assert "env" not in c, "ds-jupyter: the token must not be in the spec's env"
     assert is_secret(program["jupyter"].token), "jupyterToken must be a secret output"
+
+
+def _follow_master(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with a spare and training.recovery.follow_master on."""
+    raw["hosts"].append({**host(4), "spare": True})
+    raw["training"]["recovery"] = {"follow_moves": True, "follow_master": True}
+    return raw
+
+
+def test_follow_master_labels_the_masters_host_and_the_spares(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """With follow_master the master's host and the spare carry dss.master_ok, no worker does."""
+    run_program(_follow_master(raw), tmp_path)
+    labels = {
+        r.inputs["host"]: r.inputs["labels"] for r in mocks.by_type(DYNAMIC) if "labels" in r.inputs
+    }
+    marked = sorted(h for h, ls in labels.items() if ls.get("dss.master_ok") == "true")
+    assert marked == ["gpu-01", "gpu-04"], labels
+
+
+def test_follow_master_gives_only_the_master_the_takeover_loop(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """The master service goes where dss.master_ok is, knows its task id and spec digest
+    (Swarm templates; the digest is its own label) and runs the takeover loop; the
+    workers' tasks are as they were."""
+    run_program(_follow_master(raw), tmp_path)
+    svcs = {r.inputs["name"]: r.inputs for r in mocks.by_type(SERVICE)}
+    master, worker = svcs["ds-master"], svcs["ds-worker"]
+    assert master["taskSpec"]["placement"]["constraints"] == ["node.labels.dss.master_ok==true"]
+    env = master["taskSpec"]["containerSpec"]["env"]
+    assert env["DSS_TASK_ID"] == "{{.Task.ID}}"
+    assert env["DSS_SPEC"] == '{{index .Service.Labels "dss.spec"}}'
+    args = master["taskSpec"]["containerSpec"]["args"]
+    assert args[:2] == ["sh", "-c"] and "takeover.py" in args[2]
+    spec = {x["label"]: x["value"] for x in master["labels"]}["dss.spec"]
+    assert len(spec) == 16, spec
+    assert "args" not in worker["taskSpec"]["containerSpec"]
+    assert "DSS_TASK_ID" not in worker["taskSpec"]["containerSpec"]["env"]
+    assert "dss.spec" not in {x["label"] for x in worker["labels"]}
+
+
+def test_follow_master_launch_reads_rank_0_from_the_hostfile(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """The launch writes takeover.py, starts a new count of takeovers, and its
+    supervisor passes the hostfile's first address as --master_addr; its stop kills the
+    takeover program too; the run's record may find the master on another host."""
+    run_program(_follow_master(raw), tmp_path)
+    cmd = mocks.named("unit-launch-run").inputs
+    create, delete = cmd["create"], cmd["delete"]
+    assert "/data/.dss/run/takeover.py" in create, "takeover.py is not written"
+    assert "rm -f /data/.dss/run/active /data/.dss/run/stop" in create
+    assert "--master_addr=" + '"$master"' in create
+    assert "--master_addr=10.0.1.2" not in create
+    assert "pkill -KILL -f /data/.dss/run/takeover.py" in delete
+    assert mocks.named("unit-launch-run-state").inputs["follow_master"] is True

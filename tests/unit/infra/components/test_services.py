@@ -120,3 +120,21 @@ def test_cpu_job_has_no_gpu_check(mocks: Mocks) -> None:
     services = _job_services("exp-d", with_spare=False, gpus=0)
     assert services.fit is None
     assert not [r for r in mocks.resources if r.name.endswith("-fit")]
+
+
+def test_the_spec_label_is_a_digest_of_the_task_spec_alone(mocks: Mocks) -> None:
+    """follow_master's `dss.spec`: equal for equal task specs, another for any change
+    to one (what makes Swarm replace the tasks)."""
+    from infra.components.services import task_spec_label
+
+    def label(env: dict[str, str]) -> str:
+        spec = docker.ServiceTaskSpecArgs(
+            container_spec=docker.ServiceTaskSpecContainerSpecArgs(
+                image=pulumi.Output.from_input("train@sha256:ab"), env=env
+            )
+        )
+        return cast(str, _sync_await(task_spec_label(spec).future()))
+
+    assert label({"A": "1"}) == label({"A": "1"})
+    assert label({"A": "1"}) != label({"A": "2"})
+    assert len(label({})) == 16

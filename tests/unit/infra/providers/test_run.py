@@ -109,3 +109,49 @@ def test_every_task_is_read_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "_probe", probe)
     state = run.observe({**PROPS, "tasks": tasks})
     assert state.state != "unknown", state
+
+
+MOVING: dict[str, Any] = {
+    **PROPS,
+    "host_endpoints": {"h1": {"url": "unix:///h1"}, "h2": {"url": "unix:///h2"},
+                       "h3": {"url": "unix:///h3"}},
+    "tasks": [{"node": "h1", "service": "ds-master"}, {"node": "h2", "service": "ds-worker"}],
+    "follow_master": True,
+}  # fmt: skip
+
+
+def containers(monkeypatch: pytest.MonkeyPatch, where: dict[str, dict[str, str]]) -> None:
+    """Host url -> service -> container; a url named `down` raises (its host is lost)."""
+
+    def service_container(endpoint: dict[str, str], service: str) -> str | None:
+        if endpoint["url"] == "unix:///h1" and where.get("down"):
+            raise ConnectionError("h1 does not answer")
+        return where.get(endpoint["url"], {}).get(service)
+
+    monkeypatch.setattr(run, "service_container", service_container)
+
+
+@pytest.mark.parametrize("down", [False, True])
+def test_a_moved_master_is_found_on_another_host(
+    monkeypatch: pytest.MonkeyPatch, down: bool
+) -> None:
+    """follow_master: the master's recorded host has no master task (or does not
+    answer): its task on the spare is the one probed and relaunched in."""
+    where = {"unix:///h3": {"ds-master": "ctr-on-h3"}, "unix:///h2": {"ds-worker": "w"}}
+    containers(monkeypatch, {**where, **({"down": {"x": "x"}} if down else {})})
+    assert run._container(MOVING, MOVING["tasks"][0]) == "ctr-on-h3"
+
+
+def test_a_worker_is_never_looked_for_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the master is followed: a worker's host without its task has none."""
+    containers(monkeypatch, {"unix:///h3": {"ds-worker": "elsewhere"}})
+    assert run._container(MOVING, MOVING["tasks"][1]) is None
+
+
+def test_without_follow_master_the_recorded_host_is_the_only_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that does not follow its master looks only where it was launched."""
+    containers(monkeypatch, {"unix:///h3": {"ds-master": "ctr-on-h3"}})
+    plain = {k: v for k, v in MOVING.items() if k != "follow_master"}
+    assert run._container(plain, plain["tasks"][0]) is None

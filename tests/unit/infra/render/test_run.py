@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -310,3 +311,119 @@ def test_supervisor_with_follow_starts_nothing_after_a_stop_in_the_rebuild(
     finally:
         listener.close()
     assert not starts.exists(), "a launcher started after the stop"
+
+
+def test_follow_settings_gain_the_takeover_keys_only_with_follow_master() -> None:
+    """A run that follows only its workers keeps its settings file as it was (its
+    launch is unchanged); with follow_master the takeover's keys are added."""
+    plain = run.Follow(hostfile="/h", port=2222, names=("tasks.ds-worker",))
+    assert set(json.loads(plain.settings("r"))) == {
+        "hostfile", "port", "names", "addresses", "wait_s", "interval_s", "misses", "events"
+    }  # fmt: skip
+    moves = run.Follow(hostfile="/h", port=2222, names=("tasks.ds-worker",),
+                       master_names=("tasks.ds-master",), master_moves=True, pattern="/p",
+                       max_takeovers=3)  # fmt: skip
+    extra = json.loads(moves.settings("r"))
+    assert extra["active"] == f"{LAUNCH_DIR}/r/active" and extra["lease"] == f"{LAUNCH_DIR}/r/lease"
+    assert (extra["master_names"], extra["pattern"], extra["max_takeovers"]) == (
+        ["tasks.ds-master"],
+        "/p",
+        3,
+    )
+    assert extra["supervisor"] == run.supervisor_path("r") and extra["stop"] == run.stop_marker("r")
+
+
+def test_takeover_loop_names_no_run_path_the_stop_kills() -> None:
+    """The loop is the master task's command: `pkill -f` on the run's paths (the stop
+    script) or `pgrep -f deepspeed` (the launch's check) must never match it."""
+    text = run.takeover_loop()
+    for pattern in (run.follow_path("lab8"), run.takeover_path("lab8"),
+                    run.supervisor_prefix("lab8"), "deepspeed", "lab8"):  # fmt: skip
+        assert pattern not in text, pattern
+    assert "${DSS_RUN}/takeover.py" in text and text.startswith("while pgrep -x sshd")
+
+
+def _moving(tmp: Path, port: int, run_name: str = "r") -> run.Follow:
+    """A run on 127.0.0.1 that follows its master: hostfile, follow.py, takeover.py
+    and the settings written under `tmp`."""
+    hostfile = Path(_local(f"{LAUNCH_DIR}/{run_name}/hostfile", tmp))
+    hostfile.parent.mkdir(parents=True)
+    hostfile.write_text("127.0.0.1 slots=1\n")
+    follow = run.Follow(hostfile=f"{LAUNCH_DIR}/{run_name}/hostfile", port=port,
+                        addresses=("127.0.0.1",), wait_s=5, interval_s=1, misses=2,
+                        master_moves=True, pattern="x-none", max_takeovers=2)  # fmt: skip
+    Path(_local(run.follow_path(run_name), tmp)).write_text(run.follow_program())
+    Path(_local(run.takeover_path(run_name), tmp)).write_text(run.follow_program("takeover.py"))
+    Path(_local(run.follow_settings_path(run_name), tmp)).write_text(
+        _local(follow.settings(run_name), tmp)
+    )
+    return follow
+
+
+def test_supervisor_claims_the_run_and_releases_it_when_done(tmp_path: Path) -> None:
+    """With follow_master the supervisor writes its task into the active file (keeping
+    the takeovers counted), touches the lease, passes the hostfile's first address as
+    --master_addr, and removes the file when the run ends by itself."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = int(listener.getsockname()[1])
+    active = Path(_local(run.active_path("r"), tmp_path))
+    seen = tmp_path / "seen"
+    try:
+        follow = _moving(tmp_path, port)
+        active.write_text("old-task abc 1\n")
+        slot = f"--master_addr={run.MASTER_ADDR_SLOT}"
+        cmd = f"sh -c 'cat {run.active_path('r')} > {seen}; echo $0 >> {seen}' {slot}"
+        script = run.supervisor_script(cmd=cmd, run_name="r", workdir="/opt/dss", max_restarts=1,
+                                       delay_s=0, pattern="x-none", follow=follow)  # fmt: skip
+        path = tmp_path / "supervise.sh"
+        path.write_text(_local(script, tmp_path))
+        env = {**os.environ, "DSS_TASK_ID": "task-a", "DSS_SPEC": "spec-a"}
+        proc = subprocess.run(["sh", str(path)], cwd=tmp_path, env=env, timeout=60)
+    finally:
+        listener.close()
+    assert proc.returncode == 0
+    lines = seen.read_text().splitlines()
+    assert lines[0] == "task-a spec-a 1", "the claim keeps the takeovers counted"
+    assert lines[1] == "--master_addr=127.0.0.1"
+    assert Path(_local(run.lease_path("r"), tmp_path)).exists()
+    assert not active.exists(), "a run that ended by itself is released"
+
+
+def test_supervisor_whose_run_was_taken_over_stops_and_leaves_the_file(tmp_path: Path) -> None:
+    """Another task wrote itself into the active file (it took the run over): this
+    supervisor's watch stops its launcher, and it exits without a restart, leaving the
+    file to its new owner."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = int(listener.getsockname()[1])
+    active = Path(_local(run.active_path("r"), tmp_path))
+    started = tmp_path / "started"
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(f"touch {started}\nsleep 60\n")
+    try:
+        follow = _moving(tmp_path, port)
+        script = run.supervisor_script(cmd=f"sh {launcher}", run_name="r", workdir="/opt/dss",
+                                       max_restarts=2, delay_s=0, pattern=str(launcher),
+                                       follow=follow)  # fmt: skip
+        path = tmp_path / "supervise.sh"
+        path.write_text(_local(script, tmp_path))
+        env = {**os.environ, "DSS_TASK_ID": "task-a", "DSS_SPEC": "spec-a"}
+        proc = subprocess.Popen(["sh", str(path)], cwd=tmp_path, env=env)
+        try:
+            deadline = time.monotonic() + 20
+            while not started.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert started.exists(), "the launcher never started"
+            active.write_text("task-b spec-a 1\n")
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
+    finally:
+        listener.close()
+    assert active.read_text() == "task-b spec-a 1\n"
+    records = Path(tmp_path / "data/logs/r/restarts.jsonl")
+    text = records.read_text() if records.exists() else ""
+    assert '"event":"restart"' not in text, text
+    assert (
+        "another master task took the run over"
+        in (tmp_path / "data/logs/r/launcher.log").read_text()
+    )

@@ -290,3 +290,60 @@ def test_nodes_unset_uses_every_training_host(raw: dict[str, Any]) -> None:
     """Without `nodes`, every active training host trains and none is left out."""
     cfg = parse_stack_config(raw)
     assert len(cfg.training_hosts) == 3 and cfg.unused_hosts == []
+
+
+def test_follow_master_needs_follow_moves(raw: dict[str, Any]) -> None:
+    """follow_master without follow_moves is refused, naming both keys."""
+    raw["hosts"].append({**host(9), "spare": True})
+    raw["training"]["recovery"] = {"follow_master": True}
+    found = [p for p in problems(raw) if p.startswith("training.recovery.follow_master")]
+    assert found == [
+        "training.recovery.follow_master: true with follow_moves false; allowed: "
+        "follow_master with follow_moves true (the master's supervisor follows the "
+        "workers as before), or follow_master false"
+    ]
+
+
+def test_follow_master_needs_a_spare_that_fits_the_master(raw: dict[str, Any]) -> None:
+    """follow_master with no spare that has the master's GPUs is refused."""
+    for h in raw["hosts"]:
+        h["gpus"]["model"] = "H100"
+    raw["hosts"].append({**host(9), "spare": True, "gpus": {"count": 8, "model": "A100"}})
+    raw["training"].update(gpu_model="H100", recovery={"follow_moves": True, "follow_master": True})
+    assert problems(raw) == [
+        "training.recovery.follow_master: true but no active spare host can take the "
+        "master (8 GPUs of model 'H100'); allowed: follow_master with such a host "
+        "(hosts[].spare: true), or false"
+    ]
+
+
+def test_follow_master_with_a_spare_is_accepted(raw: dict[str, Any]) -> None:
+    """A single stack that follows its workers and has a fitting spare may follow its master."""
+    raw["hosts"].append({**host(9), "spare": True})
+    raw["training"]["recovery"] = {"follow_moves": True, "follow_master": True}
+    assert parse_stack_config(raw).training.recovery.follow_master is True
+
+
+def test_follow_master_only_in_a_single_stack(raw: dict[str, Any]) -> None:
+    """In a job stack (whose master is the cluster's master host) it is refused."""
+    from infra.config.rules.training import follow_master
+
+    raw["hosts"].append({**host(9), "spare": True})
+    raw["training"]["recovery"] = {"follow_moves": True, "follow_master": True}
+    job = parse_stack_config(raw).model_copy(update={"kind": "job"})
+    assert follow_master(job) == [
+        "training.recovery.follow_master: true in a 'job' stack; allowed: only in a single "
+        "stack (a job's master shares the cluster's master host), or false"
+    ]
+
+
+def test_follow_master_places_the_master_by_its_label() -> None:
+    """With follow_master the master goes where dss.master_ok is; the workers keep their role."""
+    from infra.render.labels import placement_constraints
+
+    assert placement_constraints("master", "H100", master_moves=True) == [
+        "node.labels.dss.master_ok==true",
+        "node.labels.dss.gpu-model==H100",
+    ]
+    assert placement_constraints("worker", master_moves=True) == ["node.labels.dss.role==worker"]
+    assert placement_constraints("master") == ["node.labels.dss.role==master"]

@@ -1,0 +1,30 @@
+"""infra.components.launch: where a launch that follows its master connects."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from infra.components.launch import master_host
+from infra.config import parse_stack_config
+from infra.render.launch import RosterEntry
+from tests.unit.infra.samples import host, small_config
+
+pytestmark = pytest.mark.unit
+
+
+def _entry(node: str) -> RosterEntry:
+    return cast(RosterEntry, {"service": "ds-master", "node": node, "address": "10.0.1.2"})
+
+
+def test_the_launch_goes_where_the_roster_found_the_master() -> None:
+    """follow_master: the master's task on the spare (an update placed it there) is
+    where the launch connects; no entries, or a node not in the config, is the master."""
+    raw: dict[str, Any] = small_config()
+    raw["hosts"].append({**host(4), "spare": True})
+    cfg = parse_stack_config(raw)
+    spare = cfg.spares[0]
+    assert master_host(cfg.hosts, cfg.master, [_entry(spare.name)]) is spare
+    assert master_host(cfg.hosts, cfg.master, []) is cfg.master
+    assert master_host(cfg.hosts, cfg.master, [_entry("not-a-host")]) is cfg.master
