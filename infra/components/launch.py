@@ -134,6 +134,7 @@ def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
         master_moves=moves,
         pattern=task_script if moves else "",
         max_takeovers=t.recovery.max_restarts if moves else 0,
+        stop_grace_s=duration_seconds(t.stop_grace_period) if moves else 0,
     )
 
 
@@ -307,6 +308,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         run_name=t.run_name,
                         follow=follow is not None,
                         takeover=follow is not None and follow.master_moves,
+                        data_dir=t.data_dir,
                     ),
                     # The code's digest only where code is synced: a stack without
                     # it keeps the triggers it was launched with (no relaunch).

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from infra.config import Training
-from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
+from infra.layout import DATA_MOUNT, IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
 from infra.render.run import (
+    LEASE_S,
     Follow,
     active_path,
     follow_path,
@@ -320,10 +321,11 @@ def launch_script(
     follow = supervision.follow if supervision is not None else None
     if follow is not None and follow.master_moves:
         hint = (
-            '  echo "training.recovery.follow_master: the master task may have moved to a '
-            "spare (docker service ps $svc); a relaunch runs on the master's host: move "
-            "it back (docker node update --availability drain <spare>, then active; the "
-            'run follows it) and run pulumi up again (docs/run.md)" >&2\n'
+            '  echo "training.recovery.follow_master: the master task runs elsewhere since a '
+            "takeover (docker service ps $svc) and the launch runs where the run was "
+            "launched; the old run is stopped. Move the master task back (docker node "
+            "update --availability drain <spare>, then active) and run pulumi up again "
+            '(docs/run.md)" >&2\n'
         )
     if forget_host_keys:
         forget = f"docker exec -u {TRAIN_UID} \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'\n"
@@ -367,6 +369,7 @@ def stop_script(
     run_name: str = "",
     follow: bool = False,
     takeover: bool = False,
+    data_dir: str = "",
 ) -> str:
     """Shell run over SSH on delete: SIGTERM the training processes (command lines
     matching `pattern`, the training script: the launcher and every rank name it;
@@ -383,7 +386,11 @@ def stop_script(
     only later, alive meanwhile, so the next launch would keep it as the run and it
     would exit: it and the follow program are killed first (neither holds training
     state; the launcher they leave is stopped below as always). `takeover`
-    (follow_master): the takeover program too, which may be running the supervisor."""
+    (follow_master): the takeover program too, which may be running the supervisor;
+    and when this host has no task of the service (the master task runs on a spare
+    since a takeover), the stop marker is set through the host's data dir `data_dir`
+    and the stop waits until the run's supervisor there has ended (it removes the
+    run's active file): its watch stops the training gracefully on the marker."""
     pat = shlex.quote(pattern)
     mark = (
         f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
@@ -396,9 +403,12 @@ def stop_script(
             owners.append(takeover_path(run_name))
         for owner in owners:
             mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
+    elsewhere = ""
+    if takeover and run_name and data_dir:
+        elsewhere = _stop_elsewhere(service, run_name, data_dir, grace_seconds)
     return f"""set -u
 {task_container("ctr", service)}
-[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
+{elsewhere}[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
 {mark}docker exec "$ctr" pkill -TERM -f {pat} || true
 for i in $(seq 1 {grace_seconds}); do
   if ! docker exec "$ctr" pgrep -f {pat} >/dev/null 2>&1; then
@@ -409,6 +419,32 @@ for i in $(seq 1 {grace_seconds}); do
 done
 echo "stop: still running after {grace_seconds}s (blocked: a peer is gone?); SIGKILL" >&2
 docker exec "$ctr" pkill -KILL -f {pat} || true
+"""
+
+
+def _stop_elsewhere(service: str, run_name: str, data_dir: str, grace_seconds: int) -> str:
+    """follow_master's stop when the master task is not on this host: the marker set
+    on the shared data dir (this host's path of /data), then a wait for the run's
+    active file to go (the supervisor ends: the grace, its restart delay, a margin)."""
+    run_dir = shlex.quote(f"{data_dir}{LAUNCH_DIR.removeprefix(DATA_MOUNT)}/{run_name}")
+    wait = grace_seconds + 60
+    return f"""if [ -z "$ctr" ] && [ -e {run_dir}/active ]; then
+  touch {run_dir}/stop || {{ echo "stop: cannot set the stop marker in {run_dir}" >&2; exit 1; }}
+  echo "stop: no task of {service} here; its run was taken over elsewhere: stop marker set"
+  for i in $(seq 1 {wait}); do
+    if [ ! -e {run_dir}/active ]; then echo "stop: training exited"; exit 0; fi
+    # A lease not touched for longer than a takeover waits: no supervisor runs the
+    # run any more (its task was replaced or lost with its host): nothing to wait for.
+    age=$(( $(date +%s) - $(stat -c %Y {run_dir}/lease 2>/dev/null || echo 0) ))
+    if [ "$age" -gt {LEASE_S + 10} ]; then
+      echo "stop: the run's lease is ${{age}}s old: no supervisor runs it; nothing to wait for"
+      exit 0
+    fi
+    sleep 1
+  done
+  echo "stop: the run's supervisor did not end in {wait}s (see its launcher.log)" >&2
+  exit 1
+fi
 """
 
 

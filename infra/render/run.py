@@ -26,6 +26,10 @@ RESTARTS_FILE = "restarts.jsonl"
 """Per run, under /data/logs/<run>: one JSON line per automatic restart or spent budget."""
 BUDGET_SPENT = "budget_spent"
 
+LEASE_S = 30
+"""follow_master: a lease older than this means no supervisor runs the run: a master
+task may take it over, and a stop from another host stops waiting for it."""
+
 
 METRICS_SUBDIR = ".dss/metrics"
 """Under the data dir: the supervisors' restart counts as Prometheus text files, read by
@@ -113,8 +117,11 @@ class Follow:
     on the workers (the ranks the lost master started, blocked on it)."""
     max_takeovers: int = 0
     """follow_master: takeovers allowed per launch (training.recovery.max_restarts)."""
-    lease_s: int = 30
+    lease_s: int = LEASE_S
     """follow_master: how long the lease must have lapsed before a takeover."""
+    stop_grace_s: int = 0
+    """follow_master: a stop marker seen by the watch (a stop from another host) is a
+    SIGTERM to the training, then after this long a SIGKILL (training.stop_grace_period)."""
     wait_s: int = 180
     """How long an attempt waits for enough live tasks: Swarm moves a lost host's task
     after about 30 s (the standby task keeps the image pulled on a spare)."""
@@ -143,6 +150,7 @@ class Follow:
                 "lease_s": self.lease_s,
                 "pattern": self.pattern,
                 "max_takeovers": self.max_takeovers,
+                "stop_grace_s": self.stop_grace_s,
                 "stop": stop_marker(run_name),
                 "supervisor": supervisor_path(run_name),
             }
@@ -311,8 +319,13 @@ def _ownership(run_name: str, pattern: str) -> tuple[str, str, str, str]:
         "    exit 0\n"
         "  fi\n"
     )
-    release = f"{{ owner && rm -f {active}; }}; "
-    return claim, top, lost, release
+    return claim, top, lost, _release(run_name)
+
+
+def _release(run_name: str) -> str:
+    """follow_master, shell before an `exit`: the run's active file removed when it
+    still names this supervisor's task (a run ended by itself or stopped)."""
+    return f"{{ owner && rm -f {shlex.quote(active_path(run_name))}; }}; "
 
 
 def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | None) -> str:
@@ -325,6 +338,8 @@ def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | N
     program, settings = q(path), q(follow_settings_path(run_name))
     forget = "  rm -f ~/.ssh/known_hosts\n" if follow.forget_host_keys else ""
     guard = "  owner || exit 0\n" if follow.master_moves else ""
+    # follow_master: a stop ends the run's claim (a stop from another host waits for it).
+    release = _release(run_name) if follow.master_moves else ""
     # follow_master: rank 0's address is the hostfile's first, which the rebuild made
     # this task's own.
     master = (
@@ -335,7 +350,7 @@ def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | N
     return (
         f"  python3 {program} rebuild {settings} >>{q(log)} 2>&1 || true\n"
         # A stop during the rebuild's wait: start nothing.
-        f"  if [ -e {q(stop_marker(run_name))} ]; then exit 0; fi\n"
+        f"  if [ -e {q(stop_marker(run_name))} ]; then {release}exit 0; fi\n"
         # follow_master: nor when another master task took the run over meanwhile.
         f"{guard}"
         f"{forget}{master}"

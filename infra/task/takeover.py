@@ -219,12 +219,14 @@ def watch(
     pid: int,
     knock: Callable[[str, int], bool] = follow.answers,
     pause: Callable[[float], None] = time.sleep,
-    stop: Callable[[str], object] = lambda pattern: subprocess.call(
-        ["pkill", "-KILL", "-f", pattern]
-    ),
+    stop: Callable[[str], object] = lambda pattern: pkill(pattern, "KILL"),
+    signal: Callable[[str, str], object] = lambda pattern, sig: pkill(pattern, sig),
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """follow.py's watch, touching the lease after each round in which every address
-    answered; once another task owns the run it stops the launcher here (exit 3)."""
+    answered; once another task owns the run it stops the launcher here (exit 3); on
+    the stop marker it stops the training gracefully (SIGTERM, then SIGKILL after
+    `stop_grace_s`) and the supervisor then ends, releasing the run."""
     answered = [True]
 
     def counted(address: str, port: int) -> bool:
@@ -238,6 +240,8 @@ def watch(
         answered[0] = True
         pause(seconds)
 
+    stopping: list[float] = []
+
     def alive(p: int) -> bool:
         if not follow.running(p):
             return False
@@ -245,12 +249,27 @@ def watch(
             say("another master task took the run over; stopping the launcher here")
             stop(settings["pattern"])
             return False
+        if os.path.exists(settings["stop"]):
+            # A stop from another host (its launch found no task there): training
+            # checkpoints on SIGTERM; what is left after the grace is killed.
+            if not stopping:
+                say("a stop is asked for: SIGTERM to the training")
+                stopping.append(clock())
+                signal(settings["pattern"], "TERM")
+            elif clock() - stopping[0] > float(settings["stop_grace_s"]):
+                say(f"still running {settings['stop_grace_s']}s after the stop: SIGKILL")
+                stop(settings["pattern"])
+                return False
         return True
 
     if owns(settings):
         touch(settings["lease"])
     rc = follow.watch(settings, pid, knock=counted, alive=alive, sleep=sleep)
     return rc if owns(settings) else follow.WATCH_GONE
+
+
+def pkill(pattern: str, sig: str) -> int:
+    return subprocess.call(["pkill", f"-{sig}", "-f", pattern])
 
 
 def main(argv: Sequence[str]) -> int:

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+import yaml
 from dss_train import checkpoints as ck
 
 from harness.configs import HOSTS, dev_on_hosts
@@ -190,6 +191,55 @@ def test_master_follows_back_when_the_spare_is_drained(
         "after the drain; preview and refresh no-ops"
     )
     report["command"] = f"docker node update --availability drain {SPARE}; then active"
+
+
+def move_master_off(node: str) -> str:
+    """Drain `node` until the master task runs on the other master-eligible host, then
+    make it active again; returns where the master runs now."""
+    other = SPARE if node == MASTER else MASTER
+    docker(MANAGER, "node", "update", "--availability", "drain", node)
+    try:
+        wait_for(f"ds-master running on {other}", lambda: master_on(other), timeout=240)
+    except AssertionError as e:
+        tasks = docker(MANAGER, "service", "ps", "ds-master", "ds-worker", "--no-trunc")
+        raise AssertionError(f"{e}\n{tasks}") from None
+    finally:
+        docker(MANAGER, "node", "update", "--availability", "active", node)
+    return other
+
+
+def test_a_relaunch_while_the_master_is_elsewhere_stops_it_there_first(
+    stack: Stack, report: dict[str, str]
+) -> None:
+    """A change that relaunches (training.args) while the master task runs elsewhere
+    than where the run was launched: the old launch's stop finds no task on its host
+    and stops the run through the data dir (no two runs); the roster re-reads and the
+    new launch starts where the master runs."""
+    checkpoint_and_a_step_past_it()
+    launched_on = next(node for node, state in master_tasks() if state == "Running")
+    offset, seen = launcher_log_size(RUN), len(takeovers())
+    now_on = move_master_off(launched_on)
+    wait_resumed(RUN, offset)
+    assert len(takeovers()[seen:]) == 1, f"restarts.jsonl: {restart_events(RUN)}"
+    doc = yaml.safe_load(stack.config_file.read_text())
+    doc["config"]["deepspeed-swarm:training"]["args"] = ["--lr", "0.002"]
+    stack.config_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    offset = launcher_log_size(RUN)
+    stack.pulumi("up", "--yes", "--skip-preview")
+    resumed = wait_resumed(RUN, offset)
+    assert "a stop is asked for: SIGTERM to the training" in launcher_log_since(RUN, offset)
+    assert master_on(now_on) and stack.outputs()["rankMap"][0]["node"] == now_on
+    assert launcher_log_since(RUN, offset).count("[dss-train] resumed from") == 1
+    stack.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"master moved {launched_on} -> {now_on} and taken over; `up` stopped it there "
+        f"through the data dir and relaunched on {now_on}, resumed from step {resumed}; "
+        "preview a no-op"
+    )
+    report["command"] = (
+        f"docker node update --availability drain {launched_on}, then active; "
+        "edit training.args; pulumi up"
+    )
 
 
 def test_an_update_relaunches_and_takes_nothing_over(stack: Stack, report: dict[str, str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,64 @@ def test_stop_script_with_follow_kills_the_supervisor_before_training(tmp_path: 
     ]
     plain = stop_script(service="ds-master", grace_seconds=5, pattern="p", run_name="r")
     assert "supervise" not in plain and "follow.py" not in plain
+
+
+def _fake_docker_without_tasks(tmp_path: Path) -> dict[str, str]:
+    """A `docker` on PATH that lists no container (the master task is not here)."""
+    docker = tmp_path / "bin" / "docker"
+    docker.parent.mkdir()
+    docker.write_text("#!/bin/sh\nexit 0\n")
+    docker.chmod(0o755)
+    return {**os.environ, "PATH": f"{docker.parent}:{os.environ['PATH']}"}
+
+
+def test_stop_of_a_run_taken_over_elsewhere_sets_the_marker_and_waits(tmp_path: Path) -> None:
+    """follow_master: with no master task on this host and the run's active file on
+    the shared data dir (a task elsewhere took the run over), the stop sets the marker
+    there and waits until that supervisor released the run."""
+    run_dir = tmp_path / "data" / ".dss" / "r"
+    run_dir.mkdir(parents=True)
+    (run_dir / "active").write_text("task-b spec 1\n")
+    (run_dir / "lease").touch()  # its supervisor's watch runs
+    stop = stop_script(service="ds-master", grace_seconds=5, pattern="p", run_name="r",
+                       follow=True, takeover=True, data_dir=str(tmp_path / "data"))  # fmt: skip
+    proc = subprocess.Popen(["sh", "-c", stop], env=_fake_docker_without_tasks(tmp_path),
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not (run_dir / "stop").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (run_dir / "stop").exists(), "no stop marker on the data dir"
+        assert proc.poll() is None, "the stop did not wait for the supervisor"
+        (run_dir / "active").unlink()  # the supervisor there ended and released the run
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "training exited" in out
+
+
+def test_stop_with_no_task_and_no_run_elsewhere_stops_nothing(tmp_path: Path) -> None:
+    """follow_master, no master task here and no active run file: nothing to stop."""
+    stop = stop_script(service="ds-master", grace_seconds=5, pattern="p", run_name="r",
+                       follow=True, takeover=True, data_dir=str(tmp_path / "data"))  # fmt: skip
+    proc = subprocess.run(["sh", "-c", stop], env=_fake_docker_without_tasks(tmp_path),
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert proc.returncode == 0 and "nothing to stop" in proc.stdout
+    assert not (tmp_path / "data" / ".dss" / "r" / "stop").exists()
+
+
+def test_stop_of_a_run_whose_lease_lapsed_does_not_wait(tmp_path: Path) -> None:
+    """follow_master: the run's active file is there but its lease lapsed (its task was
+    replaced with its supervisor, as in an update): the marker is set, nothing waited for."""
+    run_dir = tmp_path / "data" / ".dss" / "r"
+    run_dir.mkdir(parents=True)
+    (run_dir / "active").write_text("task-b spec 1\n")
+    (run_dir / "lease").touch()
+    old = time.time() - 120
+    os.utime(run_dir / "lease", (old, old))
+    stop = stop_script(service="ds-master", grace_seconds=5, pattern="p", run_name="r",
+                       follow=True, takeover=True, data_dir=str(tmp_path / "data"))  # fmt: skip
+    proc = subprocess.run(["sh", "-c", stop], env=_fake_docker_without_tasks(tmp_path),
+                          capture_output=True, text=True, timeout=10)  # fmt: skip
+    assert proc.returncode == 0 and "no supervisor runs it" in proc.stdout
+    assert (run_dir / "stop").exists()

@@ -237,3 +237,22 @@ def test_runs_as_a_script_beside_follow_py(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, str(tmp_path / "takeover.py")], capture_output=True,
                          text=True, env=env, cwd=tmp_path, timeout=30)  # fmt: skip
     assert bad.returncode == 2 and "usage" in bad.stdout
+
+
+def test_watch_stops_the_training_gracefully_on_a_stop_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop from another host (the marker): SIGTERM to the training once, SIGKILL
+    after the grace if it is still running, and the watch ends."""
+    monkeypatch.setenv("DSS_TASK_ID", ME)
+    cfg = settings(tmp_path, f"{ME} {SPEC} 1", stop_grace_s=10, misses=99)
+    (tmp_path / "stop").touch()
+    now = iter([0.0, 5.0, 11.0])
+    sent: list[tuple[str, str]] = []
+    monkeypatch.setattr(follow, "running", lambda _p: True)
+    rc = takeover.watch(cfg, 12345, knock=lambda _a, _p: True, pause=lambda _s: None,
+                        stop=lambda p: sent.append((p, "KILL")),
+                        signal=lambda p, sig: sent.append((p, sig)),
+                        clock=lambda: next(now))  # fmt: skip
+    assert rc == 0
+    assert sent == [(cfg["pattern"], "TERM"), (cfg["pattern"], "KILL")]
