@@ -68,7 +68,7 @@ SPARE_LABEL = "dss.spare"
 # task may run (Swarm has no OR between constraints: one label on both).
 MASTER_OK_LABEL = "dss.master_ok"
 # The master service's label that its tasks read into DSS_SPEC (a Swarm template): the
-# digest of the task spec, so a task knows whether an update made it (infra/task/follow.py).
+# digest of the task spec, so a task knows whether an update made it (infra/task/takeover.py).
 SPEC_LABEL = "dss.spec"
 # Object labels: the file name a secret or config is mounted as; who manages a network;
 # the job stack a service belongs to (ops/recover.py tells one stack's from another's).

@@ -117,7 +117,7 @@ def master_host(hosts: Sequence[Host], configured: Host, entries: Sequence[Roste
 def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
     """What the supervisor follows (training.recovery.follow_moves), else None: the
     worker tasks where Swarm moved them, and with follow_master the master task too
-    (a master task that starts again takes the run over: infra/task/follow.py)."""
+    (a master task that starts again takes the run over: infra/task/takeover.py)."""
     t = args.training
     if not t.recovery.follow_moves:
         return None
@@ -258,18 +258,19 @@ class TrainingLaunch(pulumi.ComponentResource):
         # (stopping the run) on sockets: never a silent run at a tenth of the bandwidth.
         check = task_script if any(h.rdma_interface for h in args.hosts) else ""
         recovery = t.recovery
+        takeover = follow is not None and follow.master_moves
 
         # follow_master: the supervisor reads rank 0's address from the hostfile at
         # each attempt (the master may have moved since the launch).
         def master_for(address: str) -> str:
-            return MASTER_ADDR_SLOT if follow is not None and follow.master_moves else address
+            return MASTER_ADDR_SLOT if takeover else address
 
         # follow_master: the pdsh launch goes to the host the master task runs on as
         # the roster read it (an update may place it on a spare); the roster keeps the
         # launch's placement after a takeover, so this changes only with new tasks,
         # which relaunch anyway.
         def where(host: Host) -> Host | pulumi.Output[Host]:
-            if not (ssh_launch and follow is not None and follow.master_moves):
+            if not (ssh_launch and takeover):
                 return host
             return entries.apply(lambda es: master_host(args.hosts, host, es))
 
@@ -307,7 +308,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         pattern=task_script,
                         run_name=t.run_name,
                         follow=follow is not None,
-                        takeover=follow is not None and follow.master_moves,
+                        takeover=takeover,
                         data_dir=t.data_dir,
                     ),
                     # The code's digest only where code is synced: a stack without
@@ -347,7 +348,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 ],
                 "launched": [c.id for c in self.commands],
                 # Only where set: the master task may be found on another host.
-                **({"follow_master": True} if follow is not None and follow.master_moves else {}),
+                **({"follow_master": True} if takeover else {}),
             },
             pulumi.ResourceOptions(parent=self, depends_on=self.commands),
         )

@@ -234,7 +234,7 @@ def task_spec_label(task_spec: docker.ServiceTaskSpecArgs) -> pulumi.Output[str]
     tasks; nothing else (a new step count, args, ds_config) does."""
 
     def digest(value: Any) -> str:
-        text = json.dumps(value, sort_keys=True, default=str)
+        text = json.dumps(value, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     return pulumi.Output.from_input(_plain(task_spec)).apply(digest)
@@ -479,7 +479,7 @@ class TrainingServices(pulumi.ComponentResource):
         keep_off = [f"node.hostname!={h.name}" for h in args.unused]
 
         # training.recovery.follow_master: the master may run on a spare, and its task
-        # takes the run over when it starts again (infra/task/follow.py `takeover`).
+        # takes the run over when it starts again (infra/task/takeover.py).
         takeover = t.recovery.follow_master
         master_spec = container_spec(args, image_ref, secrets, takeover=True) if takeover else spec
 

@@ -307,10 +307,11 @@ def launch_script(
         inner = f"exec sh {sup}"
         # A supervisor between two attempts has no launcher: it is the run too.
         running += f' || docker exec "$ctr" pgrep -f {shlex.quote(sup)} >/dev/null 2>&1'
-        clear = f'docker exec -u {TRAIN_UID} "$ctr" rm -f {stop_marker(run_name)}\n'
+        # follow_master: a new launch's supervisor claims the run with no takeover counted.
+        cleared = [stop_marker(run_name)]
         if supervision.follow is not None and supervision.follow.master_moves:
-            # A new launch: its supervisor claims the run with no takeover counted.
-            clear = clear.replace(" rm -f ", f" rm -f {active_path(run_name)} ")
+            cleared.insert(0, active_path(run_name))
+        clear = f'docker exec -u {TRAIN_UID} "$ctr" rm -f {" ".join(cleared)}\n'
     # Each file is replaced, not rewritten in place: a running supervisor reads its own.
     writes = "\n".join(
         f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '

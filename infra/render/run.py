@@ -187,7 +187,7 @@ Swarm made the task), filled in by Swarm's templates."""
 def takeover_loop(interval_s: int = 5) -> str:
     """The master task's command beside its sshd (training.recovery.follow_master):
     every `interval_s`, once a launch wrote the run's follow program, ask it whether
-    this task should take the run over (infra/task/follow.py `takeover`, which then
+    this task should take the run over (infra/task/takeover.py `takeover`, which then
     runs the supervisor). It ends, and with it the task, when sshd is gone (as the
     image's entrypoint does without a command).
 
