@@ -7,7 +7,7 @@ again with the job command (`scripts/job submit`, docs/jobs.md), side by side in
 run on one lab.
 
     scripts/bootstrap && . scripts/env.sh && python -m bench.edit_bench [--stack dev|lab8]
-        [--paths image,code,targeted,job]
+        [--paths image,code,targeted,forked,job,job-forked]
 
 `dev`: 2 lab hosts x 2 fake GPUs; `lab8`: the 9-host lab (8 training hosts and a spare).
 Uses its own stack (`bench-edit`, the stack's config, state in a temp folder) and
@@ -15,7 +15,9 @@ brings the lab up and down itself; the image bases must exist (images/prepare). 
 job path comes last, on the same lab: the single stack becomes a cluster stack
 (`kind: cluster`, the documented migration: the run is deleted, the swarm, image,
 overlay and secrets stay) and a job (`bench-edit-job`) is submitted on it; with
-`--paths job` alone, a cluster stack (`bench-edit-cluster`) is made for it. Every path
+`--paths job` alone, a cluster stack (`bench-edit-cluster`) is made for it. `forked`
+and `job-forked` are `code` and `job` with the fork server (`training.fork_server`,
+docs/code.md): turned on, one launch warms the servers, then the line is changed. Every path
 resumes from the run's newest checkpoint, so the figure is the time to the first new
 step, not a cold start.
 """
@@ -47,7 +49,7 @@ from jobs.command import JobSpec, remove, stack_file, submit
 STACK = "bench-edit"
 RUN = "edit"
 CLUSTER, JOB = "bench-edit-cluster", "bench-edit-job"
-PATHS = ("image", "code", "targeted", "job")
+PATHS = ("image", "code", "targeted", "forked", "job", "job-forked")
 LABS = {"dev": ("2", "2"), "lab8": ("9", "8")}
 """Stack -> (`lab up --hosts`, `--gpus`)."""
 IMPORT = "from dss_train.main import main"
@@ -150,33 +152,48 @@ def measure_job(cluster: Stack, spec: JobSpec, mark: str) -> dict[str, Any]:
     return {**m, "steps": steps}
 
 
-def job_path(cluster: Stack, work: Path) -> dict[str, Any]:
+def job_path(cluster: Stack, work: Path, fork_server: bool = False) -> dict[str, Any]:
     """A job on the cluster stack `cluster` (up), training synced code, one line changed
-    and submitted again; the job removed afterwards."""
-    code = image_code(work / "jobcode")
-    spec = JobSpec(name=JOB, cluster=cluster.name, code_dir=code, steps=100000)
+    and submitted again; the job removed afterwards. `fork_server`: the job submitted
+    with `--fork-server` (its first launch warms the servers)."""
+    name = f"{JOB}-forked" if fork_server else JOB
+    code = image_code(work / f"{name}-code")
+    spec = JobSpec(
+        name=name, cluster=cluster.name, code_dir=code, steps=100000, fork_server=fork_server
+    )
     try:
         submit(spec, env=cluster.env, out=lambda _: None)
-        wait_for("three logged steps", lambda: len(logged_steps(JOB)) >= 3, 1200, 2)
+        wait_for("three logged steps", lambda: len(logged_steps(name)) >= 3, 1200, 2)
         m = measure_job(cluster, spec, "dss-bench: job v2")
-        remove(JOB, env=cluster.env, out=lambda _: None)
+        remove(name, env=cluster.env, out=lambda _: None)
     finally:
-        stack_file(JOB).unlink(missing_ok=True)
+        stack_file(name).unlink(missing_ok=True)
     return m
 
 
-def fresh_cluster(state: Path, work: Path, config: dict[str, Any]) -> dict[str, Any]:
-    """The job path alone: a cluster stack made on the lab for it, destroyed after."""
+def job_paths(
+    cluster: Stack, work: Path, paths: Sequence[str], out: dict[str, dict[str, Any]]
+) -> None:
+    """The job paths asked for, one job after another on the cluster stack."""
+    for path in [p for p in paths if p.startswith("job")]:
+        record(out, path, job_path(cluster, work, fork_server=path == "job-forked"))
+
+
+def fresh_cluster(
+    state: Path, work: Path, config: dict[str, Any], paths: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The job paths alone: a cluster stack made on the lab for them, destroyed after."""
+    out: dict[str, dict[str, Any]] = {}
     cluster = bench_stack(CLUSTER, state, {**config, "deepspeed-swarm:kind": "cluster"})
     try:
         cluster.init(SECRETS)
         cluster.pulumi("up", "--yes", "--skip-preview")
-        m = job_path(cluster, work)
+        job_paths(cluster, work, paths, out)
         cluster.pulumi("destroy", "--yes", "--skip-preview")
         cluster.pulumi("stack", "rm", "--yes", "--force")
     finally:
         cluster.config_file.unlink(missing_ok=True)
-    return m
+    return out
 
 
 def one_run(
@@ -193,11 +210,10 @@ def one_run(
     config["deepspeed-swarm:image"] = {**config["deepspeed-swarm:image"], "context": str(ctx)}
     stack = bench_stack(STACK, state, config)
     out: dict[str, dict[str, Any]] = {}
-    single = [p for p in paths if p != "job"]
+    single = [p for p in paths if not p.startswith("job")]
     try:
         if not single:
-            record(out, "job", fresh_cluster(state, work, config))
-            return out
+            return fresh_cluster(state, work, config, paths)
         stack.init(SECRETS)
         stack.pulumi("up", "--yes", "--skip-preview")
         wait_for("three logged steps", lambda: len(logged_steps(RUN)) >= 3, 1200, 2)
@@ -208,7 +224,7 @@ def one_run(
         shutil.copytree(ctx / "dss_train", code / "dss_train")
         stack.pulumi("config", "set", "--path", "training.code.dir", str(code))
         stack.pulumi("config", "set", "--path", "training.script", "train.py")
-        if "code" in paths or "targeted" in paths:
+        if {"code", "targeted", "forked"} & set(paths):
             offset = log_size()
             stack.pulumi("up", "--yes", "--skip-preview")
             first_new_step(offset, "dss-bench: image v2" if "image" in paths else "")
@@ -221,12 +237,20 @@ def one_run(
             record(out, "targeted", targeted)
             # The targeted `up` left nothing behind: a full preview proposes nothing.
             stack.pulumi("preview", "--expect-no-changes")
-        if "job" in paths:
+        if "forked" in paths:
+            # The fork server on: its launch (a relaunch) starts the servers, warm after.
+            stack.pulumi("config", "set", "--path", "training.fork_server", "true")
+            offset = log_size()
+            stack.pulumi("up", "--yes", "--skip-preview")
+            first_new_step(offset, "")
+            record(out, "forked", measure(stack, code / "train.py", "dss-bench: code v5"))
+            stack.pulumi("config", "set", "--path", "training.fork_server", "false")
+        if any(p.startswith("job") for p in paths):
             # The single stack becomes the cluster (docs/jobs.md, "Migrating a single
             # stack"): its run is deleted, its swarm, image, overlay and secrets stay.
             stack.pulumi("config", "set", "kind", "cluster")
             stack.pulumi("up", "--yes", "--skip-preview")
-            record(out, "job", job_path(stack, work))
+            job_paths(stack, work, paths, out)
         stack.pulumi("destroy", "--yes", "--skip-preview")
         stack.pulumi("stack", "rm", "--yes", "--force")
     finally:
@@ -260,7 +284,9 @@ def main() -> int:
         "image": "today: the image's code (new image, services rolled)",
         "code": "`training.code.dir` (code copied, launch restarted)",
         "targeted": "same, `up --target` the code, launch and run record only",
+        "forked": "same, with the fork server (`training.fork_server`, servers warm)",
         "job": "a job stack: `scripts/job submit` again (code copied, launch restarted)",
+        "job-forked": "same, the job submitted with `--fork-server` (servers warm)",
     }
     for key, what in rows.items():
         if key not in r:
@@ -268,10 +294,12 @@ def main() -> int:
         m = r[key]
         rolled = ", ".join(m["rolled"]) or "none"
         print(f"| {what} | {m['up_s']:.1f} | {m['step_s']:.1f} | {rolled} |")
-    if r.get("job", {}).get("steps"):
-        print("\nThe job's submit, step by step (seconds since it started, the engine's lines):\n")
-        for at, line in r["job"]["steps"]:
-            print(f"    {at:6.1f}  {line}")
+    for key in ("job", "job-forked"):
+        if r.get(key, {}).get("steps"):
+            print(f"\nThe {key} submit, step by step (seconds since it started, the engine's "
+                  "lines):\n")  # fmt: skip
+            for at, line in r[key]["steps"]:
+                print(f"    {at:6.1f}  {line}")
     print(json.dumps(r), file=sys.stderr)
     return 0
 

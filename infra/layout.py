@@ -19,6 +19,8 @@ DATA_MOUNT = "/data"
 SHM_MOUNT = "/dev/shm"
 SECRETS_DIR = "/run/secrets"
 IMAGE_HOME = "/opt/dss"
+IMAGE_PYTHON = "/opt/venv/bin/python"
+"""The image's interpreter (its venv: torch, DeepSpeed); first on the tasks' PATH."""
 DEFAULT_SCRIPT = f"{IMAGE_HOME}/train.py"
 # Launch files live on the shared /data: pdsh starts ranks on the workers, whose
 # train.py checks its world size against the same hostfile.

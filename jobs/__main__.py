@@ -41,6 +41,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus-per-node", type=int)
     s.add_argument("--gpu-model", help="only hosts with this GPU model (hosts[].gpus.model)")
     s.add_argument("--ds-config", help="a DeepSpeed config file in the project")
+    s.add_argument("--fork-server", action="store_true",
+                   help="launchers and ranks forked from a warm interpreter per task "
+                   "(training.fork_server: a code change's first step comes sooner)")  # fmt: skip
     s.add_argument("--set", type=_set, action="append", default=[], metavar="KEY=JSON",
                    help="another training key (repeatable)")  # fmt: skip
     ls = sub.add_parser("list", help="every job: state, step, loss, GPUs")
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 name=a.name, cluster=a.cluster, code_dir=a.dir, script=a.script, args=args,
                 steps=a.steps, checkpoint_every=a.checkpoint_every, nodes=a.nodes,
                 gpus_per_node=a.gpus_per_node, gpu_model=a.gpu_model, ds_config=a.ds_config,
-                extra=dict(a.set),
+                fork_server=a.fork_server, extra=dict(a.set),
             )  # fmt: skip
             command.submit(spec)
         elif a.op == "list":

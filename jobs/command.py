@@ -51,6 +51,8 @@ class JobSpec:
     gpus_per_node: int | None = None
     gpu_model: str | None = None
     ds_config: str | None = None
+    fork_server: bool = False
+    """training.fork_server; written only when on (a job without it keeps its file)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """More `training` keys, as `--set key=json` gives them."""
 
@@ -65,6 +67,8 @@ class JobSpec:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.fork_server:
+            out["fork_server"] = True
         return {**out, **self.extra}
 
 

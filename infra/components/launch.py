@@ -106,6 +106,22 @@ def connection(
     )
 
 
+def master_on_spare(hosts: Sequence[Host], entries: Sequence[RosterEntry]) -> str | None:
+    """follow_master: the warning when the launch found the master task on a spare (an
+    update replaced it, and Swarm, which spreads tasks by count, put the new one
+    there): the run trains, but the spare is no longer free for a lost host."""
+    spares = {h.name for h in hosts if h.spare}
+    if not entries or entries[0]["node"] not in spares:
+        return None
+    node = entries[0]["node"]
+    return (
+        f"training.recovery.follow_master: ds-master runs on the spare {node!r} (an update "
+        "placed it there), so the spare cannot take a lost host's task; move it home: "
+        f"docker node update --availability drain {node}, then active (the master's host "
+        "takes the run over; docs/run.md)"
+    )
+
+
 def master_host(hosts: Sequence[Host], configured: Host, entries: Sequence[RosterEntry]) -> Host:
     """The host the roster found the master task on (the first entry's node), else the
     configured master (no entries yet, or a node that is not in the config)."""
@@ -136,6 +152,11 @@ def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
         max_takeovers=t.recovery.max_restarts if moves else 0,
         stop_grace_s=duration_seconds(t.stop_grace_period) if moves else 0,
     )
+
+
+def _warn(message: str | None, resource: pulumi.Resource) -> None:
+    if message:
+        pulumi.log.warn(message, resource=resource)
 
 
 class TrainingLaunch(pulumi.ComponentResource):
@@ -265,6 +286,10 @@ class TrainingLaunch(pulumi.ComponentResource):
         def master_for(address: str) -> str:
             return MASTER_ADDR_SLOT if takeover else address
 
+        if takeover:
+            # Side effect only: a warning in the preview and the PR comment.
+            entries.apply(lambda es: _warn(master_on_spare(args.hosts, es), self))
+
         # follow_master: the pdsh launch goes to the host the master task runs on as
         # the roster read it (an update may place it on a spare); the roster keeps the
         # launch's placement after a takeover, so this changes only with new tasks,
@@ -293,6 +318,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         metrics=args.restart_metrics,
                         follow=follow,
                     ),
+                    fork_server=t.fork_server,
                 )
 
             script = pulumi.Output.all(self.hostfile, self.master_address).apply(script_for)
@@ -319,6 +345,10 @@ class TrainingLaunch(pulumi.ComponentResource):
                         self.hostfile,
                         task_ids,
                         *([self.code.digest] if self.code else []),
+                        # Turning the fork server on or off relaunches the run (a
+                        # changed `create` alone would keep the running one). Only
+                        # where set, as above.
+                        *(["fork_server"] if t.fork_server else []),
                     ],
                     opts=pulumi.ResourceOptions(
                         parent=self,

@@ -19,12 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.layout import IMAGE_HOME
+from infra.layout import IMAGE_HOME, IMAGE_PYTHON
 
 GATE_HOSTFILE = "/tmp/dss-gate-hostfile"
 """Inside each task: the hostfile of the group being measured (rank 0 first)."""
-PYTHON = "/opt/venv/bin/python"
-"""The image's interpreter (images/Dockerfile)."""
 GROUP_TIMEOUT_S = 90
 """One all-reduce run (ring or pair), start to end: a rank whose peer cannot reach it
 waits in gloo's own 120 s timeout otherwise; killed, the run counts as failed."""
@@ -44,7 +42,7 @@ def collective_script(
     hostfile = "".join(f"{a} slots=1\n" for a in addresses)
     argv = [
         "timeout", "-s", "KILL", str(timeout_s),
-        PYTHON, "-m", "dss_train.collective", "--hostfile", GATE_HOSTFILE, "--me", me,
+        IMAGE_PYTHON, "-m", "dss_train.collective", "--hostfile", GATE_HOSTFILE, "--me", me,
         "--port", str(port), "--iters", str(iters), "--sizes", *map(str, sizes),
     ]  # fmt: skip
     return (

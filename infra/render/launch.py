@@ -20,6 +20,8 @@ from infra.render.run import (
     follow_path,
     follow_program,
     follow_settings_path,
+    forkserver_path,
+    forkserver_program,
     launcher_log,
     log_dir,
     restart_metrics_file,
@@ -147,8 +149,15 @@ def launch_argv(
             f"--master_port={t.master_port}",
             *script_argv,
         ]
+    # fork_server: the runner through the task's fork server (infra/task/forkserver.py),
+    # which is then the `sys.executable` of the launchers and ranks it starts.
+    runner = (
+        [forkserver_path(t.run_name), "-u", "-m", "deepspeed.launcher.runner"]
+        if t.fork_server
+        else ["deepspeed"]
+    )
     argv = [
-        "deepspeed",
+        *runner,
         f"--hostfile={hostfile_path(t)}",
         f"--master_addr={master_addr}",
         f"--master_port={t.master_port}",
@@ -233,10 +242,11 @@ def task_container(var: str, service: str) -> str:
     )
 
 
-def replace_file(path: str) -> str:
+def replace_file(path: str, executable: bool = False) -> str:
     """Shell, run in a task: its stdin becomes the file `path`, replaced whole (a reader
-    sees the old file or the new one, never half of it)."""
-    return f"mkdir -p $(dirname {path}) && cat > {path}.new && mv {path}.new {path}"
+    sees the old file or the new one, never half of it); `executable`: mode 755."""
+    mode = f" && chmod 755 {path}.new" if executable else ""
+    return f"mkdir -p $(dirname {path}) && cat > {path}.new{mode} && mv {path}.new {path}"
 
 
 def launch_script(
@@ -252,6 +262,7 @@ def launch_script(
     transport_wait_s: int = TRANSPORT_WAIT_S,
     forget_host_keys: bool = False,
     supervision: Supervision | None = None,
+    fork_server: bool = False,
 ) -> str:
     """Shell run over SSH on a task's host: find the task's container, wait until it
     is healthy, hand it the hostfile (and inline ds_config), start the launcher
@@ -271,8 +282,13 @@ def launch_script(
     `supervision`: the launcher runs under the run's supervisor (infra/render/run.py),
     written beside the hostfile, which restarts it after a crash within the budget; a
     new launch clears a stop marker a previous stop left.
+
+    `fork_server` (training.fork_server): the fork server's client, which `argv` runs
+    in place of python, is written beside the hostfile (executable).
     """
     files = [(f"{LAUNCH_DIR}/{run_name}/hostfile", hostfile)]
+    if fork_server:
+        files.append((forkserver_path(run_name), forkserver_program()))
     if ds_config is not None:
         files.append((f"{LAUNCH_DIR}/{run_name}/ds_config.json", ds_config))
     cmd = shlex.join(argv)
@@ -315,7 +331,7 @@ def launch_script(
     # Each file is replaced, not rewritten in place: a running supervisor reads its own.
     writes = "\n".join(
         f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
-        f"sh -c {shlex.quote(replace_file(path))}"
+        f"sh -c {shlex.quote(replace_file(path, path == forkserver_path(run_name)))}"
         for path, body in files
     )
     forget, start, check, hint = "", "", "", ""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from infra.layout import DATA_MOUNT, LAUNCH_DIR
+from infra.layout import DATA_MOUNT, IMAGE_PYTHON, LAUNCH_DIR
 
 RunStateName = Literal["running", "finished", "failed", "stalled", "unknown"]
 BAD_STATES: tuple[RunStateName, ...] = ("failed", "stalled")
@@ -85,6 +85,19 @@ def follow_path(run_name: str) -> str:
 def takeover_path(run_name: str) -> str:
     """follow_master: the takeover program (infra/task/takeover.py), beside follow.py."""
     return f"{LAUNCH_DIR}/{run_name}/takeover.py"
+
+
+def forkserver_path(run_name: str) -> str:
+    """training.fork_server: the client the launcher runs in place of python
+    (infra/task/forkserver.py), beside the hostfile. Named `python`, as it stands in
+    for it: it is the launchers' `sys.executable`."""
+    return f"{LAUNCH_DIR}/{run_name}/bin/python"
+
+
+def forkserver_program() -> str:
+    """forkserver.py as the launch writes it: the image's python in its first line,
+    with -S (the client needs only the standard library, and starts in milliseconds)."""
+    return f"#!{IMAGE_PYTHON} -S\n" + follow_program("forkserver.py")
 
 
 def follow_settings_path(run_name: str) -> str:

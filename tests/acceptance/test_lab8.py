@@ -27,6 +27,7 @@ from harness import ROOT
 from harness.configs import lab8_config
 from harness.lab import (
     LAB_ROOT,
+    CommandFailed,
     client,
     docker,
     docker_run,
@@ -111,6 +112,15 @@ def loss_across(resumed: int, steps: int = 3) -> tuple[float, float]:
     before = [loss[s] for s in range(resumed - steps + 1, resumed + 1)]
     after = [loss[s] for s in range(resumed + 2, resumed + 2 + steps)]
     return sum(before) / steps, sum(after) / steps
+
+
+def up_resumed(stack: Stack) -> tuple[int, float]:
+    """`pulumi up`, then the step its relaunch resumed from and the seconds from the
+    start of `up` to that resume's first logged step."""
+    offset, t_up = log_size(), time.monotonic()
+    stack.pulumi("up", "--yes", "--skip-preview")
+    resumed = wait_resumed(offset)
+    return resumed, time.monotonic() - t_up
 
 
 def edit_stack_file(stack: Stack, edit: Any) -> str:
@@ -286,6 +296,105 @@ def test_training_learns_and_checkpoints(stack: Stack, report: dict[str, str]) -
     report["command"] = f"tail metrics.jsonl; ls checkpoints/{RUN}"
 
 
+def master_on(node: str, manager: int = 2) -> bool:
+    """ds-master runs on `node`, as manager lab-h`manager` sees it (lab-h2: lab-h1 is the
+    host the master check cuts); False while the managers cannot answer."""
+    try:
+        return (node, "Running") in tasks_of("ds-master", manager)
+    except CommandFailed:
+        return False  # lab-h1 was the Raft leader: the other two elect a new one first
+
+
+def node_ready(node: str, manager: int = 2) -> bool:
+    """`node` is Ready as manager lab-h`manager` sees it (False while it cannot answer)."""
+    status = ["node", "ls", "--filter", f"name={node}", "--format", "{{.Status}}"]
+    try:
+        return "Ready" in docker(manager, *status)
+    except CommandFailed:
+        return False
+
+
+def move_master_home() -> tuple[int, float]:
+    """The spare drained until ds-master runs on lab-h1 again and has taken the run over
+    there, then made active; the step it resumed from and the seconds it took."""
+    offset, t_drain = log_size(), time.monotonic()
+    docker(2, "node", "update", "--availability", "drain", SPARE)
+    try:
+        wait_for("ds-master running on lab-h1", partial(master_on, "lab-h1"), 240)
+        back = wait_resumed(offset)
+    finally:
+        docker(2, "node", "update", "--availability", "active", SPARE)
+    return back, time.monotonic() - t_drain
+
+
+def test_lost_master_taken_over_by_the_spare(stack: Stack, report: dict[str, str]) -> None:
+    """training.recovery.follow_master on eight hosts: the master's host (lab-h1, a
+    manager) lost mid-run, Swarm moves ds-master to the spare, whose task takes the run
+    over from the last complete checkpoint with no `pulumi up`; the spare drained, the
+    master goes back and takes it over again; the stack file restored, `up` relaunches
+    as the preview said and the next preview is a no-op."""
+    master = stack.outputs()["rankMap"][0]
+    assert master["node"] == "lab-h1", master
+
+    def follow_master(on: bool) -> Any:
+        return lambda c: c["deepspeed-swarm:training"]["recovery"].update(follow_master=on)
+
+    old = edit_stack_file(stack, follow_master(True))
+    try:
+        _, took_on = up_resumed(stack)
+        stack.pulumi("preview", "--expect-no-changes")
+        # The update replaced ds-master's task, and Swarm may have put the new one on the
+        # spare (it spreads by task count): the documented way back, which takes over.
+        placed = "lab-h1" if master_on("lab-h1") else SPARE
+        if placed == SPARE:
+            move_master_home()
+        ckpt = wait_for("a complete checkpoint", latest_checkpoint, timeout=600)
+        wait_for("a step past it", lambda: max(logged_steps(RUN), default=0) > ckpt, 300)
+        offset, seen = log_size(), len(restart_events(RUN))
+        subprocess.run(["ip", "link", "set", "dssl1", "down"], check=True)
+        t_loss = time.monotonic()
+        before = max(logged_steps(RUN), default=0)
+        try:
+            wait_for(f"ds-master running on {SPARE}", partial(master_on, SPARE), 240)
+            moved_after = time.monotonic() - t_loss
+            resumed = wait_resumed(offset)
+            to_step = time.monotonic() - t_loss
+        finally:
+            subprocess.run(["ip", "link", "set", "dssl1", "up"], check=True)
+        lost_steps = before - resumed
+        assert 0 <= lost_steps <= CHECKPOINT_EVERY, f"resumed from {resumed}, cut at {before}"
+        taken = [e for e in restart_events(RUN)[seen:] if "takeover" in e]
+        assert len(taken) == 1, f"restarts.jsonl: {restart_events(RUN)}"
+        assert "takes the run over" in launcher_log_since(offset)
+        wait_for("lab-h1 Ready again", partial(node_ready, "lab-h1"), 180)
+        stack.pulumi("preview", "--expect-no-changes")
+        stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
+        assert stack.outputs()["run"]["state"] == "running", stack.outputs()["run"]
+        # The spare drained to free it again: the master goes back and takes over there.
+        back, took_back = move_master_home()
+    finally:
+        stack.config_file.write_text(old)
+    # follow_master off again, as lab8 is configured: the master's command, env and
+    # constraint change, so the preview restarts the job and `up` relaunches it.
+    plan = stack.plan()
+    assert plan.get(LAUNCH) == ("replace", RESTARTS), plan
+    _, took_off = up_resumed(stack)
+    stack.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"follow_master on: up to first step {took_on:.0f} s (the new master task on "
+        f"{placed}{', moved home' if placed == SPARE else ''}); lab-h1 (master, a manager) cut "
+        f"at step {before}; ds-master on {SPARE} after {moved_after:.0f} s; taken over, "
+        f"resumed from step {resumed} ({lost_steps} steps lost, interval {CHECKPOINT_EVERY}); "
+        f"first resumed step {to_step:.0f} s after the loss, {to_step - moved_after:.0f} s "
+        f"after the move; preview and refresh no-ops; spare drained: back on lab-h1 from step "
+        f"{back}, {took_back:.0f} s; follow_master off again: up to first step {took_off:.0f} s"
+    )
+    report["command"] = (
+        "follow_master: true; pulumi up; ip link set dssl1 down; (no pulumi up); pulumi "
+        "preview; pulumi refresh; docker node update --availability drain lab-h9"
+    )
+
+
 def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) -> None:
     """A host lost mid-run: Swarm moves its task to the spare and the run follows it by
     itself (training.recovery.follow_moves): the master's supervisor stops the blocked
@@ -411,10 +520,7 @@ def test_spent_budget_is_drift_then_up_relaunches(stack: Stack, report: dict[str
     said = wait_for("refresh reporting the spent budget", reported, 300, 5)
     took_report = time.monotonic() - t_spent
     assert '"running" => "failed"' in said and "restart budget spent" in said, said[-3000:]
-    offset, t_up = log_size(), time.monotonic()
-    stack.pulumi("up", "--yes", "--skip-preview")
-    resumed = wait_resumed(offset)
-    took = time.monotonic() - t_up
+    resumed, took = up_resumed(stack)
     stack.pulumi("preview", "--expect-no-changes")
     report["figure"] = (
         f"budget of {budget} spent at kill {kills} of this check; refresh reported the run "

@@ -147,6 +147,13 @@ class Training(_Model):
     """How the deepspeed launcher reaches the workers: `pdsh` over SSH from the
     master, or `no_ssh` (one launcher per node with its node rank; torchrun always
     runs this way). Default `pdsh`. (No OpenMPI: the image ships no mpirun.)"""
+    fork_server: bool = False
+    """Start the launchers and ranks as forks of one interpreter per task that has
+    imported torch (and DeepSpeed, where the image's torch has no CUDA) once, instead
+    of each importing them anew: a code change or an automatic restart reaches its
+    first step sooner. Python is run as before for anything it cannot serve. Needs
+    launcher `deepspeed`. Turning it on or off relaunches the run once. Default false
+    (docs/code.md, "The fork server")."""
     script: str = "/opt/dss/train.py"
     """Training script inside the image; with `code.dir` set, a path relative to that
     directory (e.g. `train.py`). Default `/opt/dss/train.py`."""

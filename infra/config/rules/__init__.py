@@ -112,6 +112,12 @@ RULES: tuple[Rule, ...] = (
         training.follow_moves,
     ),
     Rule(
+        "training.fork_server",
+        "error",
+        "Only with launcher deepspeed.",
+        training.fork_server,
+    ),
+    Rule(
         "training.recovery.follow_master",
         "error",
         "Only in a single stack, with follow_moves, and with an active spare that fits the master.",

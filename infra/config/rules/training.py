@@ -150,6 +150,17 @@ def follow_moves(cfg: StackConfig) -> list[str]:
     ]
 
 
+def fork_server(cfg: StackConfig) -> list[str]:
+    t = cfg.training
+    if not t.fork_server or t.launcher == "deepspeed":
+        return []
+    return [
+        f"training.fork_server: true with launcher {t.launcher!r}; allowed: fork_server "
+        "only with launcher 'deepspeed' (its runner and launchers start each process as "
+        "`python -m` or `python <script>`, which the fork server serves), or false"
+    ]
+
+
 def follow_master(cfg: StackConfig) -> list[str]:
     r = cfg.training.recovery
     if not r.follow_master:

@@ -21,3 +21,11 @@ def test_image_home_is_where_the_image_keeps_its_code() -> None:
     """The image's WORKDIR is layout.IMAGE_HOME, where the default script lives."""
     assert f"WORKDIR {layout.IMAGE_HOME}\n" in DOCKERFILE.read_text()
     assert layout.DEFAULT_SCRIPT.startswith(layout.IMAGE_HOME + "/")
+
+
+def test_image_python_is_the_venv_the_dockerfile_makes() -> None:
+    """layout.IMAGE_PYTHON is the venv's interpreter, first on the image's PATH."""
+    text = DOCKERFILE.read_text()
+    venv = layout.IMAGE_PYTHON.removesuffix("/bin/python")
+    assert f"python3 -m venv --system-site-packages {venv};" in text
+    assert f"ENV PATH={venv}/bin:" in text

@@ -435,3 +435,23 @@ def test_follow_master_launch_reads_rank_0_from_the_hostfile(
     assert "--master_addr=10.0.1.2" not in create
     assert "pkill -KILL -f /data/.dss/run/takeover.py" in delete
     assert mocks.named("unit-launch-run-state").inputs["follow_master"] is True
+
+
+def test_fork_server_relaunches_only_the_launch(
+    mocks: Mocks, raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """fork_server on: the launch runs the runner through the fork server's client and
+    has one more trigger (so turning it on or off relaunches the run); the services and
+    the roster's task-spec digest are as without it (no task restarts)."""
+    run_program(raw, tmp_path)
+    before = mocks.named("unit-launch-run").inputs
+    digest = mocks.named("unit-launch-roster").inputs["task_spec_digest"]
+    services = {r.inputs["name"]: r.inputs for r in mocks.by_type(SERVICE)}
+    mocks.resources.clear()
+    run_program({**raw, "training": {**raw["training"], "fork_server": True}}, tmp_path)
+    after = mocks.named("unit-launch-run").inputs
+    assert after["triggers"] == [*before["triggers"], "fork_server"]
+    assert "/data/.dss/run/bin/python -u -m deepspeed.launcher.runner" in after["create"]
+    assert after["delete"] == before["delete"]
+    assert mocks.named("unit-launch-roster").inputs["task_spec_digest"] == digest
+    assert {r.inputs["name"]: r.inputs for r in mocks.by_type(SERVICE)} == services

@@ -23,7 +23,7 @@ from infra.render.launch import (
     render_hostfile,
     stop_script,
 )
-from infra.render.run import follow_path, supervisor_prefix
+from infra.render.run import follow_path, forkserver_path, supervisor_prefix
 from infra.render.specs import docker_duration
 
 pytestmark = pytest.mark.unit
@@ -136,6 +136,32 @@ def test_launch_argv_torchrun(raw: dict[str, Any]) -> None:
         "--master_addr=10.0.1.3",
         "--master_port=29500",
     ]
+
+
+def test_launch_argv_fork_server_runs_the_runner_through_the_client(raw: dict[str, Any]) -> None:
+    """fork_server: the deepspeed runner as `<client> -u -m deepspeed.launcher.runner`,
+    the rest of the command line as without it."""
+    plain = launch_argv(parse_stack_config(raw), "10.0.1.3", 3)
+    raw["training"]["fork_server"] = True
+    argv = launch_argv(parse_stack_config(raw), "10.0.1.3", 3)
+    client = forkserver_path("run")
+    assert argv == [client, "-u", "-m", "deepspeed.launcher.runner", *plain[1:]]
+
+
+def test_launch_script_writes_the_fork_servers_client_executable(raw: dict[str, Any]) -> None:
+    """With the fork server the launch writes its client beside the hostfile, mode 755,
+    replaced whole; without it, no such file."""
+    raw["training"]["fork_server"] = True
+    cfg = parse_stack_config(raw)
+    common: dict[str, Any] = {
+        "service": "ds-master", "argv": launch_argv(cfg, "10.0.1.3", 3), "run_name": "run",
+        "hostfile": render_hostfile(ROSTER, 8), "ds_config": None,
+    }  # fmt: skip
+    client = forkserver_path("run")
+    with_it = launch_script(**common, fork_server=True)
+    assert f"cat > {client}.new && chmod 755 {client}.new && mv {client}.new {client}" in with_it
+    assert "#!/opt/venv/bin/python -S" in with_it
+    assert client not in launch_script(**common).split("if docker exec")[0]
 
 
 def test_launch_script_golden(raw: dict[str, Any]) -> None:

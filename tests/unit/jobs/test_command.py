@@ -57,6 +57,13 @@ def test_training_holds_only_what_the_spec_sets(project: Path) -> None:
     }
 
 
+def test_fork_server_is_written_only_when_asked(project: Path) -> None:
+    """`--fork-server` puts training.fork_server in the job's file; without it the
+    file has no such key (a job submitted before the flag keeps its file)."""
+    assert spec(project, fork_server=True).training()["fork_server"] is True
+    assert "fork_server" not in spec(project).training()
+
+
 def test_write_job_writes_a_job_stack_file(project: Path) -> None:
     """submit's stack file has kind, cluster and training, and lists as a job."""
     path = command.write_job(spec(project, steps=9))
@@ -155,6 +162,9 @@ def test_cli_submit_passes_flags_and_script_args(monkeypatch: pytest.MonkeyPatch
     assert (job.name, job.cluster, job.steps, job.nodes) == ("a", "c", 7, 2)
     assert tuple(job.args) == ("--lr", "1e-3")
     assert dict(job.extra) == {"shm_size": "2g", "checkpoint_every": 3}
+    assert job.fork_server is False
+    assert cli.main(["submit", "code", "--name", "a", "--cluster", "c", "--fork-server"]) == 0
+    assert seen[-1].fork_server is True
 
 
 def test_cli_reports_a_refused_job(

@@ -347,3 +347,22 @@ def test_follow_master_places_the_master_by_its_label() -> None:
     ]
     assert placement_constraints("worker", master_moves=True) == ["node.labels.dss.role==worker"]
     assert placement_constraints("master") == ["node.labels.dss.role==master"]
+
+
+def test_fork_server_needs_the_deepspeed_launcher(raw: dict[str, Any]) -> None:
+    """fork_server with torchrun is refused, naming the key, the launcher and what is
+    allowed."""
+    raw["training"].update(fork_server=True, launcher="torchrun")
+    found = [p for p in problems(raw) if p.startswith("training.fork_server")]
+    assert found == [
+        "training.fork_server: true with launcher 'torchrun'; allowed: fork_server only "
+        "with launcher 'deepspeed' (its runner and launchers start each process as "
+        "`python -m` or `python <script>`, which the fork server serves), or false"
+    ]
+
+
+def test_fork_server_with_deepspeed_is_accepted(raw: dict[str, Any]) -> None:
+    """fork_server with the deepspeed launcher (pdsh or no_ssh) is accepted."""
+    for mode in ("pdsh", "no_ssh"):
+        raw["training"].update(fork_server=True, launch_mode=mode)
+        assert parse_stack_config(raw).training.fork_server is True
