@@ -656,6 +656,43 @@ def test_host_joins_and_gets_a_worker(stack: Stack, report: dict[str, str]) -> N
     report["command"] = "add the host; pulumi preview; pulumi up"
 
 
+def test_on_resize_reset_beside_the_universal_checkpoint(
+    stack: Stack, report: dict[str, str]
+) -> None:
+    """The same world-size change as the drain above (8 -> 7) with the optimizer state
+    restarted (`--on-resize reset`: weights only, Adam's moments new), for the loss
+    beside the universal checkpoint's; then the stack file restored (8 hosts, universal
+    again) and `up` relaunches with world size 8; the next preview is a no-op."""
+    index = [h["name"] for h in lab8_config()["deepspeed-swarm:hosts"]].index(MOVED_HOST)
+
+    def drain_and_reset(c: dict[str, Any]) -> None:
+        c["deepspeed-swarm:hosts"][index]["availability"] = "drain"
+        t = c["deepspeed-swarm:training"]
+        t["args"] = [*t.get("args", []), "--on-resize", "reset"]
+
+    wait_for("a complete checkpoint", latest_checkpoint, timeout=600)
+    old = edit_stack_file(stack, drain_and_reset)
+    try:
+        offset = log_size()
+        resumed, _ = up_resumed(stack)
+        reset = "world size changed 8 -> 7: weights resumed, optimizer state reset"
+        assert reset in launcher_log_since(offset), "no reset resize on resume"
+        assert world_size() == 7
+        before, after = loss_across(resumed)
+    finally:
+        stack.config_file.write_text(old)
+    _, took = up_resumed(stack)
+    assert world_size() == 8
+    stack.pulumi("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"{MOVED_HOST} drained with --on-resize reset: resumed from {resumed} with world size "
+        f"7, Adam restarted: mean loss {before:.3f} over the 3 steps before, {after:.3f} "
+        f"over steps {resumed + 2}-{resumed + 4} (the drain row above: the universal "
+        f"checkpoint); restored: world size 8 again, first step {took:.0f} s after `up`"
+    )
+    report["command"] = "availability: drain and args --on-resize reset; pulumi up; restore"
+
+
 def _relabel(node: str, drop: str) -> None:
     labels = json.loads(docker(1, "node", "inspect", node, "--format", "{{json .Spec.Labels}}"))
     edit_node(node, Labels={k: v for k, v in labels.items() if k != drop})
