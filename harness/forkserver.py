@@ -5,7 +5,6 @@ python; gpu, on the GPU host's)."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import signal
 from pathlib import Path
@@ -25,7 +24,7 @@ def write_client(path: Path, python: str, token: str) -> Path:
 
 
 def server_socket(client: Path, python: str) -> str:
-    return forkserver.socket_path(python, hashlib.sha256(client.read_bytes()).hexdigest())
+    return forkserver.socket_path(python, str(client))
 
 
 def stop_server(client: Path, python: str) -> None:

@@ -97,8 +97,11 @@ def parse_python_argv(args: list[str]) -> dict[str, Any] | None:
     return {"script": args[i], "args": args[i + 1 :]}
 
 
-def socket_path(python: str, program: str) -> str:
-    """The task's server for this python and this version of this file."""
+def socket_path(python: str, client: str) -> str:
+    """The task's server for this python and this version of the client file (its
+    text's hash: a new version gets a server of its own)."""
+    with open(client, "rb") as f:
+        program = hashlib.sha256(f.read()).hexdigest()
     key = hashlib.sha256(f"{python}\0{program}".encode()).hexdigest()[:12]
     return f"/tmp/dss-fork-{os.getuid()}-{key}.sock"
 
@@ -167,10 +170,7 @@ def _lines(conn: socket.socket) -> Any:
     """The keeper's reply lines, one at a time; ends when it closes."""
     buf = b""
     while True:
-        try:
-            chunk = conn.recv(4096)
-        except InterruptedError:
-            continue
+        chunk = conn.recv(4096)  # retried by python after a forwarded signal (PEP 475)
         if not chunk:
             return
         buf += chunk
@@ -202,28 +202,36 @@ def client(me: str, args: list[str]) -> NoReturn:
     target = parse_python_argv(args)
     if target is None or os.environ.get(OFF_ENV) == "0":
         run_python(python, args)
-    with open(me, "rb") as f:
-        program = hashlib.sha256(f.read()).hexdigest()
-    conn = connect_or_start(python, me, socket_path(python, program))
+    conn = connect_or_start(python, me, socket_path(python, me))
     if conn is None:
         run_python(python, args)
     request = {**target, "env": dict(os.environ), "cwd": os.getcwd(), "executable": me}
     served: list[int] = []
+    pending: list[int] = []
 
     def forward(sig: int, _frame: Any) -> None:
-        if served:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(served[0], sig)
+        if not served:
+            pending.append(sig)  # before the pid is known: sent once it is
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(served[0], sig)
 
+    # Before the request: a stop that comes while the process starts must reach it.
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
     try:
         _send(conn, json.dumps(request).encode(), [0, 1, 2])
         replies = _lines(conn)
         first = next(replies)
     except (OSError, StopIteration):
+        fatal = [n for n in pending if n != signal.SIGCONT]
+        if fatal:  # nothing was started, and a stop came: die of it as python would
+            _exit_like(f"signal {fatal[0]}")
         run_python(python, args)  # nothing was started: python runs it as before
     served.append(int(first.split()[1]))
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+    for n in pending:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(served[0], n)
     for line in replies:
         if line.startswith(("exit ", "signal ")):
             _exit_like(line)
@@ -371,6 +379,15 @@ def finish(code: int, sig: int = 0) -> NoReturn:
         os._exit(code)
 
 
+def client_gone(conn: socket.socket) -> bool:
+    """The client closed its end: it exited, or was killed (then the kernel may answer
+    with a reset instead of an end of stream)."""
+    try:
+        return not conn.recv(64)
+    except OSError:
+        return True
+
+
 def keep(conn: socket.socket, base: list[str]) -> NoReturn:
     """The keeper (forked per request): forks the served process, tells the client its
     pid and then its exit status; SIGKILLs it when the client goes away first."""
@@ -382,11 +399,14 @@ def keep(conn: socket.socket, base: list[str]) -> NoReturn:
         become(request, fds, base)
     for fd in fds:
         os.close(fd)
-    conn.sendall(f"pid {pid}\n".encode())
+    try:
+        conn.sendall(f"pid {pid}\n".encode())
+    except OSError:
+        os.kill(pid, signal.SIGKILL)  # the client is gone already
     done, client_fd = os.pidfd_open(pid), conn.fileno()
     while True:
         ready, _, _ = select.select([done, client_fd], [], [])
-        if client_fd in ready and not conn.recv(64):
+        if client_fd in ready and client_gone(conn):
             os.kill(pid, signal.SIGKILL)
         got, status = os.waitpid(pid, os.WNOHANG)
         if got:
@@ -421,11 +441,9 @@ def serve(path: str) -> None:
     print(f"fork server: serving on {path} (pid {os.getpid()})", flush=True)
     while True:
         try:
-            conn, _ = listener.accept()
-        except InterruptedError:
-            continue
+            conn, _ = listener.accept()  # EINTR is retried by python (PEP 475)
         except OSError as e:
-            if e.errno in (errno.EINTR, errno.ECONNABORTED):
+            if e.errno == errno.ECONNABORTED:
                 continue
             raise
         if os.fork() == 0:

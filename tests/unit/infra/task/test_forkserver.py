@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -219,6 +220,19 @@ def test_a_killed_client_takes_the_served_process_along(client: Path, tmp_path: 
             return
         time.sleep(0.05)
     pytest.fail(f"the served process {served} outlived its killed client")
+
+
+def test_a_client_gone_with_unread_replies_is_gone() -> None:
+    """A killed client that had not read the keeper's reply resets the connection
+    instead of closing it: that too is a client gone (once, the keeper died of the
+    reset and left the served process running)."""
+    keeper, client = socket.socketpair()
+    keeper.sendall(b"pid 1\n")
+    client.close()
+    assert forkserver.client_gone(keeper) is True
+    keeper, client = socket.socketpair()
+    client.close()
+    assert forkserver.client_gone(keeper) is True
 
 
 def test_a_served_process_killed_by_a_signal_kills_the_client_alike(
