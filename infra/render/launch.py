@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from infra.config import Training
-from infra.layout import DATA_MOUNT, IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
+from infra.layout import (
+    DATA_MOUNT,
+    IMAGE_HOME,
+    IMAGE_PYTHON,
+    LAUNCH_DIR,
+    MASTER_SERVICE,
+    TRAIN_UID,
+)
 from infra.render.run import (
     LEASE_S,
     Follow,
@@ -24,6 +31,8 @@ from infra.render.run import (
     forkserver_program,
     launcher_log,
     log_dir,
+    ranks_path,
+    ranks_program,
     restart_metrics_file,
     stop_marker,
     supervisor_path,
@@ -32,6 +41,7 @@ from infra.render.run import (
     takeover_path,
 )
 from infra.render.sections import HasTraining, LaunchSource
+from infra.task.ranks import LAUNCHERS_AFTER_S, SCRIPT_ENV
 
 
 @dataclass(frozen=True)
@@ -318,6 +328,7 @@ def launch_script(
             files.append((follow_path(run_name), follow_program()))
             if supervision.follow.master_moves:
                 files.append((takeover_path(run_name), follow_program("takeover.py")))
+                files.append((ranks_path(run_name), follow_program("ranks.py")))
             files.append((follow_settings_path(run_name), supervision.follow.settings(run_name)))
         files.append((sup, body))
         inner = f"exec sh {sup}"
@@ -388,12 +399,15 @@ def stop_script(
     takeover: bool = False,
     data_dir: str = "",
 ) -> str:
-    """Shell run over SSH on delete: SIGTERM the training processes (command lines
-    matching `pattern`, the training script: the launcher and every rank name it;
-    they finish the step and checkpoint), wait up to the grace period, then
-    SIGKILL what is left: a rank blocked in a collective whose peer is gone (a
-    lost host) cannot checkpoint, and would hold the rendezvous port against the
-    relaunch. Ranks on other nodes lose their connection to rank 0 and exit.
+    """Shell run over SSH on delete: SIGTERM the ranks of the training script
+    `pattern` in this task (infra/task/ranks.py: the processes that run it as their
+    program; they finish the step, tell the others through its all-reduce, all save
+    a last checkpoint and exit 0), then the launchers (every command line that names
+    the script) once no rank has been left for 5 s: they end by themselves when
+    their ranks do, and signalled first they would close the SSH sessions the ranks
+    write to, which kills a rank before it saves. After the grace period SIGKILL what
+    is left: a rank blocked in a collective whose peer is gone (a lost host) cannot
+    checkpoint, and would hold the rendezvous port against the relaunch.
     The pattern must not match the task's own entrypoint or sshd: a task whose
     sshd dies exits, and Swarm restarts it somewhere with a new address.
     `run_name`: the run's stop marker is set first, so its supervisor (which the
@@ -426,17 +440,43 @@ def stop_script(
     return f"""set -u
 {task_container("ctr", service)}
 {elsewhere}[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
-{mark}docker exec "$ctr" pkill -TERM -f {pat} || true
-for i in $(seq 1 {grace_seconds}); do
+{mark}{ranks_function(pattern)}n=$(ranks term)
+case "$n" in
+  ''|*[!0-9]*)
+    echo "stop: cannot tell the ranks apart ($n); SIGTERM to all of the training" >&2
+    docker exec "$ctr" pkill -TERM -f {pat} || true ;;
+  *) echo "stop: SIGTERM to $n rank(s)" ;;
+esac
+idle=0
+end=$(($(date +%s) + {grace_seconds}))
+while [ "$(date +%s)" -lt "$end" ]; do
   if ! docker exec "$ctr" pgrep -f {pat} >/dev/null 2>&1; then
     echo "stop: training exited"
     exit 0
+  fi
+  if [ "$(ranks count)" = 0 ]; then idle=$((idle + 1)); else idle=0; fi
+  if [ "$idle" -eq {LAUNCHERS_AFTER_S} ]; then  # about that many seconds: one round each
+    echo "stop: no rank left; SIGTERM to the launchers"
+    docker exec "$ctr" pkill -TERM -f {pat} || true
   fi
   sleep 1
 done
 echo "stop: still running after {grace_seconds}s (blocked: a peer is gone?); SIGKILL" >&2
 docker exec "$ctr" pkill -KILL -f {pat} || true
 """
+
+
+def ranks_function(pattern: str) -> str:
+    """Shell: `ranks count|term`, infra/task/ranks.py run in the task container `$ctr`
+    by the image's python from stdin, the script in its environment (so no command
+    line in the task but the ranks' own names it)."""
+    return (
+        "ranks() {\n"
+        f'  docker exec -i -e {SCRIPT_ENV}={shlex.quote(pattern)} "$ctr" '
+        f'{IMAGE_PYTHON} -I -S - "$1" <<\'DSS_RANKS\' 2>/dev/null || echo "?"\n'
+        f"{ranks_program()}DSS_RANKS\n"
+        "}\n"
+    )
 
 
 def _stop_elsewhere(service: str, run_name: str, data_dir: str, grace_seconds: int) -> str:

@@ -100,6 +100,18 @@ def forkserver_program() -> str:
     return f"#!{IMAGE_PYTHON} -S\n" + follow_program("forkserver.py")
 
 
+def ranks_program() -> str:
+    """infra/task/ranks.py: which processes are the ranks (the stop signals them first),
+    without its module docstring (the stop script carries the code alone)."""
+    text = follow_program("ranks.py")
+    return text[text.index('"""\n', 3) + 4 :].lstrip("\n")
+
+
+def ranks_path(run_name: str) -> str:
+    """follow_master: ranks.py beside takeover.py, which imports it."""
+    return f"{LAUNCH_DIR}/{run_name}/ranks.py"
+
+
 def follow_settings_path(run_name: str) -> str:
     return f"{LAUNCH_DIR}/{run_name}/follow.json"
 

@@ -37,9 +37,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 if __package__:
-    from infra.task import follow
-else:  # run as a script in the task: follow.py is beside it, on sys.path[0]
+    from infra.task import follow, ranks
+else:  # run as a script in the task: follow.py and ranks.py are beside it, on sys.path[0]
     import follow  # type: ignore[import-not-found,no-redef]  # the task's copy, same module
+    import ranks  # type: ignore[import-not-found,no-redef]  # the task's copy, same module
 
 
 def say(text: str) -> None:
@@ -221,12 +222,16 @@ def watch(
     pause: Callable[[float], None] = time.sleep,
     stop: Callable[[str], object] = lambda pattern: pkill(pattern, "KILL"),
     signal: Callable[[str, str], object] = lambda pattern, sig: pkill(pattern, sig),
+    term_ranks: Callable[[str], int] = ranks.signal_ranks,
+    find_ranks: Callable[[str], list[int]] = ranks.rank_pids,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """follow.py's watch, touching the lease after each round in which every address
     answered; once another task owns the run it stops the launcher here (exit 3); on
-    the stop marker it stops the training gracefully (SIGTERM, then SIGKILL after
-    `stop_grace_s`) and the supervisor then ends, releasing the run."""
+    the stop marker it stops the training gracefully, as the stop script does
+    (infra/task/ranks.py): SIGTERM to the ranks, to the launchers once no rank has
+    been left for `ranks.LAUNCHERS_AFTER_S`, SIGKILL after `stop_grace_s`; the
+    supervisor then ends, releasing the run."""
     answered = [True]
 
     def counted(address: str, port: int) -> bool:
@@ -241,6 +246,8 @@ def watch(
         pause(seconds)
 
     stopping: list[float] = []
+    quiet: list[float] = []  # since when no rank was found
+    told: list[bool] = []  # the launchers were signalled
 
     def alive(p: int) -> bool:
         if not follow.running(p):
@@ -252,14 +259,23 @@ def watch(
         if os.path.exists(settings["stop"]):
             # A stop from another host (its launch found no task there): training
             # checkpoints on SIGTERM; what is left after the grace is killed.
+            now = clock()
             if not stopping:
-                say("a stop is asked for: SIGTERM to the training")
-                stopping.append(clock())
-                signal(settings["pattern"], "TERM")
-            elif clock() - stopping[0] > float(settings["stop_grace_s"]):
+                stopping.append(now)
+                say(f"a stop is asked for: SIGTERM to {term_ranks(settings['pattern'])} rank(s)")
+            elif now - stopping[0] > float(settings["stop_grace_s"]):
                 say(f"still running {settings['stop_grace_s']}s after the stop: SIGKILL")
                 stop(settings["pattern"])
                 return False
+            elif not told:
+                if find_ranks(settings["pattern"]):
+                    quiet.clear()
+                elif not quiet:
+                    quiet.append(now)
+                elif now - quiet[0] >= ranks.LAUNCHERS_AFTER_S:
+                    say("no rank left: SIGTERM to the launchers")
+                    signal(settings["pattern"], "TERM")
+                    told.append(True)
         return True
 
     if owns(settings):

@@ -11,11 +11,13 @@ cluster and one job; each records a row of the table `scripts/acceptance` prints
 from __future__ import annotations
 
 import json
+import re
 import select
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,24 @@ import pytest
 
 from harness import ROOT
 from harness.configs import lab8_config
-from harness.lab import docker, logged_steps, run_log, run_resumes, service_versions, shared
+from harness.lab import (
+    docker,
+    host_index,
+    logged_steps,
+    restart_events,
+    run_log,
+    run_resumes,
+    service_versions,
+    shared,
+    wait_resumed,
+)
 from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
+from infra.config.models.job import Recovery
 from infra.layout import job_standby_name, training_service_names
 from jobs import command
-from tests.acceptance.conftest import SECRET
+from tests.acceptance.conftest import SECRET, task_container
 from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
@@ -178,8 +191,9 @@ def test_job_listed_with_state_step_loss_and_gpus(cluster: Stack, report: dict[s
 def test_changed_line_relaunches_without_a_service_update(
     cluster: Stack, code: Path, report: dict[str, str]
 ) -> None:
-    """One line of train.py changed and submitted again: the job relaunches on the new
-    code from its newest checkpoint, no service updated and no image built."""
+    """One line of train.py changed and submitted again: the old run stops with a final
+    checkpoint and the job relaunches on the new code from it, no service updated and
+    no image built."""
     main = code / "train.py"
     old = "from dss_train.main import main"
     main.write_text(main.read_text().replace(old, f"print({MARK!r}, flush=True)\n{old}"))
@@ -196,13 +210,21 @@ def test_changed_line_relaunches_without_a_service_update(
     nxt = wait_for("a resume", resumed, 900, 1)
     wait_for(f"step {nxt} logged", lambda: nxt in logged_steps(JOB), 900, 1)
     step_s = time.monotonic() - t0
-    assert MARK in log.read_bytes()[offset:].decode(errors="replace"), "not the new code"
-    assert last - nxt < CKPT_EVERY, f"resumed at {nxt}, {last} was logged before"
+    since = log.read_bytes()[offset:].decode(errors="replace")
+    assert MARK in since, "not the new code"
+    # The stop let the eight ranks checkpoint (infra/task/ranks.py): no step logged
+    # before the submit is trained again.
+    stopped = re.search(r"stopped by signal after step (\d+)", since)
+    assert stopped, "the stop saved no final checkpoint (no 'stopped by signal' line)"
+    assert nxt == int(stopped[1]) + 1 and nxt > last, (
+        f"resumed at {nxt}; the stop saved step {stopped[1]}, {last} was logged before"
+    )
     assert service_versions() == versions, "a code change updated a service"
     assert cluster.outputs()["imageRef"] == image
     Pulumi(JOB, env=cluster.env).run("preview", "--expect-no-changes")
     report["figure"] = (
         f"submit {up_s:.1f} s, first new step (step {nxt}) {step_s:.1f} s after it; "
+        f"the stop saved step {stopped[1]} ({last} logged before the submit); "
         "no service rolled"
     )
     report["command"] = f"edit train.py; scripts/job submit DIR --name {JOB} --cluster {CLUSTER}"
@@ -219,6 +241,71 @@ def test_checkpoints_and_logs_are_the_jobs_own(cluster: Stack, report: dict[str,
     assert not {"ds-master", "ds-worker"} & set(service_versions())
     report["figure"] = f"{len(ckpts)} checkpoints in checkpoints/{JOB}, logs in logs/{JOB}"
     report["command"] = f"ls /data/checkpoints/{JOB} /data/logs/{JOB}"
+
+
+def events_after(seen: int) -> list[dict[str, Any]] | None:
+    """The job's restart events after the first `seen`, or None while there are none."""
+    return restart_events(JOB)[seen:] or None
+
+
+def test_spent_budget_fires_the_alert_and_refresh_reports_it(
+    cluster: Stack, report: dict[str, str]
+) -> None:
+    """A worker's rank killed until the job's restart budget is spent: the cluster's
+    Prometheus fires DssRestartBudgetSpent for the job's run, and the job's refresh
+    reports the run failed, naming the reason; `up` of the job relaunches it."""
+    budget = Recovery().max_restarts  # the job's: the cluster's default
+    prom, job = cluster.outputs()["prometheusAddress"], Pulumi(JOB, env=cluster.env)
+    worker = training_service_names(JOB)[1]
+    kills, spent = 0, False
+    while not spent:
+        assert kills <= budget, f"{kills} kills, and no spent budget: {restart_events(JOB)}"
+        seen, offset = len(restart_events(JOB)), run_log(JOB, "launcher.log").stat().st_size
+        entry = next(e for e in reversed(job_outputs(cluster)["rankMap"])
+                     if e["service"] == worker)  # fmt: skip
+        ctr = task_container(entry["node"], entry["task_id"])
+        docker(
+            host_index(entry["node"]), "exec", ctr, "pkill", "-KILL", "-f", "--", "--local_rank="
+        )
+        kills += 1
+        new = wait_for("the kill recorded", partial(events_after, seen), 300, 1)
+        spent = new[-1]["event"] == "budget_spent"
+        if not spent:
+            wait_resumed(JOB, offset)
+    t_spent = time.monotonic()
+
+    def fired() -> list[dict[str, Any]] | None:
+        alerts = [
+            a for a in api(prom, "alerts")["alerts"]
+            if a["state"] == "firing" and a["labels"]["alertname"] == "DssRestartBudgetSpent"
+        ]  # fmt: skip
+        return alerts or None
+
+    alerts = wait_for_prom("DssRestartBudgetSpent firing", fired, 600)
+    alert_s = time.monotonic() - t_spent
+    assert [a["labels"]["run"] for a in alerts] == [JOB], alerts
+
+    def reported() -> str | None:
+        proc = job.run("refresh", "--preview-only", "--expect-no-changes", "--diff", check=False)
+        return proc.stdout + proc.stderr if proc.returncode != 0 else None
+
+    said = wait_for("the job's refresh reporting the spent budget", reported, 300, 5)
+    refresh_s = time.monotonic() - t_spent
+    assert '"running" => "failed"' in said and "restart budget spent" in said, said[-3000:]
+    offset, t0 = run_log(JOB, "launcher.log").stat().st_size, time.monotonic()
+    job.run("up", "--yes", "--skip-preview")
+    resumed = wait_resumed(JOB, offset)
+    job.run("preview", "--expect-no-changes")
+    report["figure"] = (
+        f"budget of {budget} spent at kill {kills}; DssRestartBudgetSpent firing for run "
+        f"{JOB} {alert_s:.0f} s after, the job's refresh reported the run failed (restart "
+        f"budget spent) {refresh_s:.0f} s after; `up` of the job relaunched it from step "
+        f"{resumed} in {time.monotonic() - t0:.0f} s; preview a no-op"
+    )
+    report["command"] = (
+        "pkill -KILL ranks until budget_spent; GET /api/v1/alerts; "
+        f"pulumi refresh --preview-only --stack {JOB}; pulumi up --stack {JOB}"
+    )
 
 
 def test_stopped_then_removed(cluster: Stack, report: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ again. Times are printed.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -124,9 +125,11 @@ def test_every_launcher_and_rank_is_served(stack: Stack) -> None:
 
 
 def test_code_change_runs_on_the_warm_servers(stack: Stack, code: Path) -> None:
-    """One line of train.py changed: `up` relaunches the run on the new code through the
-    servers already running (no new one started), from the newest checkpoint."""
+    """One line of train.py changed: `up` stops the served ranks with a final checkpoint
+    (their clients pass the SIGTERM on) and relaunches the run on the new code through
+    the servers already running (no new one started), from that checkpoint."""
     before_servers, before = server_pids(), len(run_resumes(RUN))
+    offset = run_log(RUN, "launcher.log").stat().st_size
     mark = "dss-engine-test: forked version 2"
     main = code / "train.py"
     main.write_text(
@@ -135,14 +138,19 @@ def test_code_change_runs_on_the_warm_servers(stack: Stack, code: Path) -> None:
             "from dss_train.main import main", 1
         )
     )  # fmt: skip
-    t0 = time.monotonic()
+    t0, last = time.monotonic(), max(logged_steps(RUN))
     stack.pulumi("up", "--yes", "--skip-preview")
     up_s = time.monotonic() - t0
     step = resumed_after(before)
     print(f"code change: up {up_s:.0f} s, first new step {time.monotonic() - t0:.0f} s")
-    assert mark in run_log(RUN, "launcher.log").read_text(errors="replace")
+    log = run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
+    assert mark in log
     assert server_pids() == before_servers, "the relaunch started new servers"
-    assert step > 0
+    stopped = re.search(r"stopped by signal after step (\d+)", log)
+    assert stopped, "the stop saved no final checkpoint (no 'stopped by signal' line)"
+    assert step == int(stopped[1]) + 1 and step > last, (
+        f"resumed at {step}; the stop saved step {stopped[1]}, {last} was logged before"
+    )
     stack.pulumi("preview", "--expect-no-changes")
 
 

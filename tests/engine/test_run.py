@@ -14,6 +14,7 @@ Times are printed (the README's acceptance table).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,9 +194,10 @@ def launcher_log_since(offset: int) -> str:
 
 def test_code_change_relaunches_on_the_new_code_alone(stack: Stack, code: Path) -> None:
     """One line of train.py changed: the preview updates the code and replaces the launch
-    (the one change that restarts the job); `up` copies the new version and relaunches
-    from the newest checkpoint in the same tasks, no image built and no service rolled;
-    the next preview and refresh are no-ops."""
+    (the one change that restarts the job); `up` stops the run with a final checkpoint,
+    copies the new version and relaunches from that checkpoint in the same tasks (no
+    step trained twice), no image built and no service rolled; the next preview and
+    refresh are no-ops."""
     main = code / "train.py"
     old = "from dss_train.main import main"
     main.write_text(main.read_text().replace(old, f"print({MARK!r}, flush=True)\n{old}"))
@@ -210,7 +212,13 @@ def test_code_change_relaunches_on_the_new_code_alone(stack: Stack, code: Path) 
     print(f"code changed after step {last}: `up` to step {first} on the new code in {took:.0f} s")
     assert MARK in launcher_log_since(offset), "the relaunched run did not run the new code"
     assert service_versions() == versions, "a code change updated a service"
-    assert last - first < CKPT_EVERY, f"resumed at {first}, {last} was logged before"
+    # The stop let the ranks checkpoint (infra/task/ranks.py): the relaunch goes on
+    # from the step after it, no step that was logged is trained again.
+    stopped = re.search(r"stopped by signal after step (\d+)", launcher_log_since(offset))
+    assert stopped, "the stop saved no final checkpoint (no 'stopped by signal' line)"
+    assert first == int(stopped[1]) + 1 and first > last, (
+        f"resumed at {first}; the stop saved step {stopped[1]}, {last} was logged before"
+    )
     digest = stack.outputs()["code"]["digest"]
     assert shared("code", RUN, digest, "train.py").read_text() == main.read_text()
     kept = [d.name for d in shared("code", RUN).iterdir()]

@@ -41,6 +41,7 @@ from infra.components.services import warmup_replicas
 from infra.config.models import Image
 from infra.layout import WARMUP_SERVICE
 from infra.providers.health import HEALTH_KEYS
+from infra.task.ranks import SCRIPT_ENV
 from tests.engine.conftest import MakeStack
 from tests.engine.test_stack import changed_paths
 
@@ -109,6 +110,9 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
       live run it is `skipped` (it measures only before a launch).
     - The host facts expect healthy GPUs (issue 21, infra/providers/health.py): their
       update re-reads each host over SSH, nothing on it changes.
+    - The stop signals the ranks before the launchers (infra/task/ranks.py), so a stop
+      keeps its final checkpoint: the launch's `delete` changes, an update that re-runs
+      the idempotent launch script and keeps the running launcher.
     - A new training image (any byte under `images/` changed since the base, e.g.
       issue 20's universal checkpoint): built, the services roll onto it, the roster
       reads the new tasks and the launch is replaced. This one restarts training, and
@@ -133,6 +137,8 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
     if "launch-run-state" not in state:
         out["launch-run-state"] = {"<create>"}
         out["launch-run"] = {"create", "delete"}
+    if SCRIPT_ENV not in state:
+        out.setdefault("launch-run", set()).add("delete")
     if "launch-gate-allreduce" not in state:
         out["launch-gate"] = {"<create>"}
         out["launch-gate-allreduce"] = {"<create>"}

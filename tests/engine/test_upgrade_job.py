@@ -26,6 +26,7 @@ from harness.lab import logged_steps, running_training_tasks, training_processes
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.layout import PROJECT, training_service_names
+from infra.task.ranks import SCRIPT_ENV
 from jobs import command
 from tests.engine.conftest import MakeStack
 from tests.engine.test_upgrade import extract, proposed_changes, upgrade_from
@@ -57,10 +58,15 @@ def expected_changes(cluster: Stack) -> dict[str, set[str]]:
 
     - The GPU-fit check (issue 22, infra/providers/fit.py) is new: created, it holds
       its inputs only and changes nothing on the swarm.
+    - The stop signals the ranks before the launchers (infra/task/ranks.py): the
+      launch's `delete` changes, an update that keeps the running launcher.
     """
     out: dict[str, set[str]] = {}
-    if f"{JOB}-train-fit" not in cluster.state_text():
+    state = cluster.state_text()
+    if f"{JOB}-train-fit" not in state:
         out["train-fit"] = {"<create>"}
+    if SCRIPT_ENV not in state:
+        out["launch-run"] = {"delete"}
     return out
 
 

@@ -168,7 +168,9 @@ def master_ssh(lab: Lab, index: int) -> dict[str, Any]:
 
 def test_launch_and_stop_scripts(lab: Lab, roster: list[RosterEntry]) -> None:
     """The launch script hands the hostfile to the master task and starts the
-    launcher as uid 1000, once; the stop script SIGTERMs it and waits for it."""
+    launcher as uid 1000, once; the stop script SIGTERMs it and waits for it (this
+    stand-in image has no python to tell ranks from launchers: the stop's fallback,
+    SIGTERM to every process naming the script)."""
     master = roster[0]
     index = int(master["node"].removeprefix("lab-h"))
     ssh = master_ssh(lab, index)

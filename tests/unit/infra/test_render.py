@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from infra.config import STACK_ENV, parse_stack_config
+from infra.layout import IMAGE_PYTHON
 from infra.render.digest import tree_hash
 from infra.render.labels import training_env
 from infra.render.launch import (
@@ -321,6 +323,80 @@ def test_stop_script_with_follow_kills_the_supervisor_before_training(tmp_path: 
     ]
     plain = stop_script(service="ds-master", grace_seconds=5, pattern="p", run_name="r")
     assert "supervise" not in plain and "follow.py" not in plain
+
+
+LOCAL_DOCKER = """#!/bin/sh
+# `docker` run on this machine: `ps` names container c1; `exec [-i] [-u U] [-e K=V] c1
+# CMD...` runs CMD here, with the image's python as this one.
+[ "$1" = ps ] && {{ echo c1; exit 0; }}
+shift
+while :; do
+  case "$1" in
+    -i|-d) shift ;;
+    -u) shift 2 ;;
+    -e) export "$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+shift
+[ "$1" = {image_python} ] && {{ shift; exec {python} "$@"; }}
+exec "$@"
+"""
+
+RANK = """import pathlib, signal, sys, time
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+pathlib.Path(sys.argv[1] + ".started").touch()
+while not stop:
+    time.sleep(0.05)
+time.sleep(1)  # the step it was in, then the all-reduce that agrees to stop
+print("step done; saving", flush=True)  # through the launcher's pipe, as over pdsh
+pathlib.Path(sys.argv[1]).write_text("saved")
+"""
+
+LAUNCHER = """import signal, subprocess, sys
+rank = subprocess.Popen([sys.executable, "-u", sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE)
+def down(*_):  # as DeepSpeed's runner: kill pdsh, and the pipe every rank writes to
+    rank.stdout.close()
+    sys.exit(1)
+signal.signal(signal.SIGTERM, down)
+for line in rank.stdout:
+    sys.stdout.buffer.write(line)
+sys.exit(rank.wait())
+"""
+
+
+def test_stop_script_lets_the_ranks_save_before_the_launchers_go(tmp_path: Path) -> None:
+    """The stop signals the ranks, not the launcher that holds their output: the rank
+    prints and saves its checkpoint, the launcher ends by itself, the stop says so."""
+    docker = tmp_path / "bin" / "docker"
+    docker.parent.mkdir()
+    docker.write_text(LOCAL_DOCKER.format(image_python=IMAGE_PYTHON, python=sys.executable))
+    docker.chmod(0o755)
+    script, saved = tmp_path / "train.py", tmp_path / "ckpt"
+    script.write_text(RANK)
+    (tmp_path / "launcher.py").write_text(LAUNCHER)
+    launcher = subprocess.Popen(
+        [sys.executable, "-u", str(tmp_path / "launcher.py"), str(script), str(saved)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"{saved}.started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # From a file: `sh -c` would name the script, and `pgrep` here would find it.
+        stop = tmp_path / "stop.sh"
+        stop.write_text(stop_script(service="ds-master", grace_seconds=30, pattern=str(script)))
+        env = {**os.environ, "PATH": f"{docker.parent}:{os.environ['PATH']}"}
+        proc = subprocess.run(["sh", str(stop)], env=env, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert saved.read_text() == "saved", "the rank was stopped before it saved"
+        assert "SIGTERM to 1 rank(s)" in proc.stdout and "training exited" in proc.stdout
+        assert launcher.wait(timeout=10) == 0, "the launcher did not end with its rank"
+    finally:
+        launcher.kill()
+        launcher.wait()
 
 
 def _fake_docker_without_tasks(tmp_path: Path) -> dict[str, str]:

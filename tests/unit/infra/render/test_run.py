@@ -344,7 +344,7 @@ def test_takeover_loop_names_no_run_path_the_stop_kills() -> None:
 
 
 def _moving(tmp: Path, port: int, run_name: str = "r") -> run.Follow:
-    """A run on 127.0.0.1 that follows its master: hostfile, follow.py, takeover.py
+    """A run on 127.0.0.1 that follows its master: hostfile, follow.py, takeover.py, ranks.py
     and the settings written under `tmp`."""
     hostfile = Path(_local(f"{LAUNCH_DIR}/{run_name}/hostfile", tmp))
     hostfile.parent.mkdir(parents=True)
@@ -354,6 +354,7 @@ def _moving(tmp: Path, port: int, run_name: str = "r") -> run.Follow:
                         master_moves=True, pattern="x-none", max_takeovers=2)  # fmt: skip
     Path(_local(run.follow_path(run_name), tmp)).write_text(run.follow_program())
     Path(_local(run.takeover_path(run_name), tmp)).write_text(run.follow_program("takeover.py"))
+    Path(_local(run.ranks_path(run_name), tmp)).write_text(run.follow_program("ranks.py"))
     Path(_local(run.follow_settings_path(run_name), tmp)).write_text(
         _local(follow.settings(run_name), tmp)
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.task import follow, takeover
+from infra.task import follow, ranks, takeover
 
 pytestmark = pytest.mark.unit
 
@@ -220,10 +220,10 @@ def test_is_local_tells_this_hosts_addresses() -> None:
 
 
 def test_runs_as_a_script_beside_follow_py(tmp_path: Path) -> None:
-    """In the task it runs as `python3 takeover.py` with follow.py beside it (no
-    package): a takeover with no run to keep exits 0 and says nothing."""
+    """In the task it runs as `python3 takeover.py` with follow.py and ranks.py beside
+    it (no package): a takeover with no run to keep exits 0 and says nothing."""
     task = Path(takeover.__file__).parent
-    for name in ("follow.py", "takeover.py"):
+    for name in ("follow.py", "ranks.py", "takeover.py"):
         (tmp_path / name).write_text((task / name).read_text())
     cfg = settings(tmp_path, None)
     (tmp_path / "follow.json").write_text(json.dumps(cfg))
@@ -239,20 +239,52 @@ def test_runs_as_a_script_beside_follow_py(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "usage" in bad.stdout
 
 
+def term(sent: list[tuple[str, str]], pattern: str) -> int:
+    """A stand-in for ranks.signal_ranks: noted in `sent`, one rank signalled."""
+    sent.append((pattern, "TERM ranks"))
+    return 1
+
+
 def test_watch_stops_the_training_gracefully_on_a_stop_marker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stop from another host (the marker): SIGTERM to the training once, SIGKILL
-    after the grace if it is still running, and the watch ends."""
+    """A stop from another host (the marker): SIGTERM to the ranks once, nothing to
+    the launchers while a rank is left, SIGKILL after the grace if it is still
+    running, and the watch ends."""
     monkeypatch.setenv("DSS_TASK_ID", ME)
     cfg = settings(tmp_path, f"{ME} {SPEC} 1", stop_grace_s=10, misses=99)
     (tmp_path / "stop").touch()
-    now = iter([0.0, 5.0, 11.0])
+    now = iter([0.0, 5.0, 9.0, 11.0])
     sent: list[tuple[str, str]] = []
     monkeypatch.setattr(follow, "running", lambda _p: True)
     rc = takeover.watch(cfg, 12345, knock=lambda _a, _p: True, pause=lambda _s: None,
                         stop=lambda p: sent.append((p, "KILL")),
                         signal=lambda p, sig: sent.append((p, sig)),
-                        clock=lambda: next(now))  # fmt: skip
+                        term_ranks=lambda p: term(sent, p),
+                        find_ranks=lambda _p: [7], clock=lambda: next(now))  # fmt: skip
     assert rc == 0
-    assert sent == [(cfg["pattern"], "TERM"), (cfg["pattern"], "KILL")]
+    assert sent == [(cfg["pattern"], "TERM ranks"), (cfg["pattern"], "KILL")]
+
+
+def test_watch_signals_the_launchers_once_the_ranks_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a stop marker, a launcher still there `LAUNCHERS_AFTER_S` after the last rank
+    ended is sent SIGTERM once; the watch ends when it exits."""
+    monkeypatch.setenv("DSS_TASK_ID", ME)
+    cfg = settings(tmp_path, f"{ME} {SPEC} 1", stop_grace_s=60, misses=99)
+    (tmp_path / "stop").touch()
+    after = ranks.LAUNCHERS_AFTER_S
+    clock = iter([0.0, 1.0, 2.0, 2.0 + after - 0.5, 2.0 + after, 2.0 + after + 1])
+    sent: list[tuple[str, str]] = []
+    alive = iter([True] * 5 + [False])
+    monkeypatch.setattr(follow, "running", lambda _p: next(alive))
+    ranks_left = iter([[7], [], [], []])
+    rc = takeover.watch(cfg, 12345, knock=lambda _a, _p: True, pause=lambda _s: None,
+                        stop=lambda p: sent.append((p, "KILL")),
+                        signal=lambda p, sig: sent.append((p, sig)),
+                        term_ranks=lambda p: term(sent, p),
+                        find_ranks=lambda _p: next(ranks_left),
+                        clock=lambda: next(clock))  # fmt: skip
+    assert rc == 0
+    assert sent == [(cfg["pattern"], "TERM ranks"), (cfg["pattern"], "TERM")]
