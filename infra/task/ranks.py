@@ -9,9 +9,10 @@ through, so a rank's next `print` fails on the closed pipe before it saves (the
 relaunch then resumed from the periodic checkpoint before). Only what is left when
 the ranks are gone is signalled (infra/render/launch.py `stop_script`).
 
-A rank is a process whose first argument that is not an option is the training script
-itself: `python -u <script> --local_rank=N ...` (DeepSpeed's per-node launcher, and the
-fork server's client in python's place), `python -u <script> ...` (torchrun's workers).
+A rank is a process whose first argument that is not an option (nor an interpreter) is
+the training script itself: `python -u <script> --local_rank=N ...` (DeepSpeed's
+per-node launcher), `python -S <client> -u <script> ...` (the fork server's client in
+python's place, run through its `#!` line), `python -u <script> ...` (torchrun's workers).
 A launcher names the script later, after its own program or module: the runner
 (`python .../bin/deepspeed ... <script>`), `-m deepspeed.launcher.launch`, torchrun,
 pdsh, its ssh sessions and their remote shells (`bash -c "... <script> ..."`).
@@ -41,10 +42,16 @@ end by themselves within about a second of their ranks: DeepSpeed's polls each 1
 
 def is_rank(argv: Sequence[str], script: str) -> bool:
     """Whether a process with command line `argv` runs `script` as its program (after
-    the interpreter and its options), not as a later argument of a launcher."""
+    the interpreter and its options), not as a later argument of a launcher. A program
+    named `python*` before it stands in for the interpreter and is passed over: the
+    fork server's client, which the kernel runs through its `#!` line, so its command
+    line is `<python> -S <client> -u <script> ...`."""
     for arg in argv[1:]:
-        if not arg.startswith("-"):
-            return arg == script
+        if arg == script:
+            return True
+        if arg.startswith("-") or os.path.basename(arg).startswith("python"):
+            continue
+        return False
     return False
 
 

@@ -7,6 +7,7 @@ the spare. Tests run in file order on one stack; each records a row of the table
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -213,8 +214,8 @@ def test_a_relaunch_while_the_master_is_elsewhere_stops_it_there_first(
 ) -> None:
     """A change that relaunches (training.args) while the master task runs elsewhere
     than where the run was launched: the old launch's stop finds no task on its host
-    and stops the run through the data dir (no two runs); the roster re-reads and the
-    new launch starts where the master runs."""
+    and stops the run through the data dir (no two runs), with a final checkpoint; the
+    roster re-reads and the new launch starts where the master runs, from it."""
     checkpoint_and_a_step_past_it()
     launched_on = next(node for node, state in master_tasks() if state == "Running")
     offset, seen = launcher_log_size(RUN), len(takeovers())
@@ -227,14 +228,19 @@ def test_a_relaunch_while_the_master_is_elsewhere_stops_it_there_first(
     offset = launcher_log_size(RUN)
     stack.pulumi("up", "--yes", "--skip-preview")
     resumed = wait_resumed(RUN, offset)
-    assert "a stop is asked for: SIGTERM to the training" in launcher_log_since(RUN, offset)
+    since = launcher_log_since(RUN, offset)
+    assert re.search(r"a stop is asked for: SIGTERM to [1-9]\d* rank", since), since[-3000:]
+    # The ranks were signalled before the launchers (infra/task/ranks.py): the stop's
+    # own checkpoint is the one the relaunch resumed from.
+    stopped = re.search(r"stopped by signal after step (\d+)", since)
+    assert stopped and int(stopped[1]) == resumed, f"resumed from {resumed}: {since[-3000:]}"
     assert master_on(now_on) and stack.outputs()["rankMap"][0]["node"] == now_on
     assert launcher_log_since(RUN, offset).count("[dss-train] resumed from") == 1
     stack.pulumi("preview", "--expect-no-changes")
     report["figure"] = (
         f"master moved {launched_on} -> {now_on} and taken over; `up` stopped it there "
-        f"through the data dir and relaunched on {now_on}, resumed from step {resumed}; "
-        "preview a no-op"
+        f"through the data dir (final checkpoint at step {resumed}) and relaunched on "
+        f"{now_on} from it; preview a no-op"
     )
     report["command"] = (
         f"docker node update --availability drain {launched_on}, then active; "

@@ -19,10 +19,16 @@ end by themselves within about a second of their ranks: DeepSpeed's polls each 1
 
 def is_rank(argv: Sequence[str], script: str) -> bool:
     """Whether a process with command line `argv` runs `script` as its program (after
-    the interpreter and its options), not as a later argument of a launcher."""
+    the interpreter and its options), not as a later argument of a launcher. A program
+    named `python*` before it stands in for the interpreter and is passed over: the
+    fork server's client, which the kernel runs through its `#!` line, so its command
+    line is `<python> -S <client> -u <script> ...`."""
     for arg in argv[1:]:
-        if not arg.startswith("-"):
-            return arg == script
+        if arg == script:
+            return True
+        if arg.startswith("-") or os.path.basename(arg).startswith("python"):
+            continue
+        return False
     return False
 
 

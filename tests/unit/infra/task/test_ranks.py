@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,15 @@ pytestmark = pytest.mark.unit
 
 SCRIPT = "/data/code/run/abc123/train.py"
 CLIENT = "/data/.dss/run/bin/python"
-"""The fork server's client, in python's place."""
+"""The fork server's client, in python's place. The kernel runs it through its `#!`
+line, so a process's command line names the image's python first, then the client."""
 
 
 @pytest.mark.parametrize(
     "argv",
     [
         ["/opt/venv/bin/python", "-u", SCRIPT, "--local_rank=0", "--steps", "10"],
-        [CLIENT, "-u", SCRIPT, "--local_rank=3"],
+        ["/opt/venv/bin/python", "-S", CLIENT, "-u", SCRIPT, "--local_rank=3"],
         ["/opt/venv/bin/python", "-u", SCRIPT, "--run", "r"],  # a torchrun worker
         ["python", SCRIPT],
     ],
@@ -38,7 +40,7 @@ def test_a_process_running_the_script_is_a_rank(argv: list[str]) -> None:
     "argv",
     [
         ["/opt/venv/bin/python", "/opt/venv/bin/deepspeed", "--hostfile", "h", SCRIPT],
-        [CLIENT, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", "h", SCRIPT],
+        ["/opt/venv/bin/python", "-S", CLIENT, "-u", "-m", "deepspeed.launcher.runner", SCRIPT],
         [
             "/opt/venv/bin/python",
             "-u",
@@ -104,15 +106,27 @@ def test_main_needs_the_script_in_the_environment(monkeypatch: pytest.MonkeyPatc
     assert ranks.main(["kill"]) == 2
 
 
-def test_term_signals_the_ranks_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("through_client", [False, True], ids=["python", "forked-client"])
+def test_term_signals_the_ranks_alone(tmp_path: Path, through_client: bool) -> None:
     """`term` run from stdin (as the stop script runs it) sends SIGTERM to the live rank
-    and not to a launcher naming the same script; it prints how many."""
+    (run by python, or by a `#!` client named python as the fork server's is) and not
+    to a launcher naming the same script; it prints how many."""
     script = tmp_path / "train.py"
     script.write_text("import time\ntime.sleep(60)\n")
-    rank = subprocess.Popen([sys.executable, "-u", str(script), "--local_rank=0"])
+    python = sys.executable
+    if through_client:
+        client = tmp_path / "bin" / "python"
+        client.parent.mkdir()
+        client.write_text(f"#!{sys.executable} -S\nimport time\ntime.sleep(60)\n")
+        client.chmod(0o755)
+        python = str(client)
+    rank = subprocess.Popen([python, "-u", str(script), "--local_rank=0"])
     launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
                                  str(script)])  # fmt: skip
     try:
+        deadline = time.monotonic() + 10
+        while not ranks.rank_pids(str(script)) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the client's command line is the kernel's once it execs
         out = subprocess.run(
             [sys.executable, "-I", "-S", "-", "term"],
             input=Path(ranks.__file__).read_text(), capture_output=True, text=True, timeout=30,
