@@ -139,6 +139,9 @@ class Stack(Pulumi):
         self.config_file = ROOT / f"Pulumi.{name}.yaml"
         self.transcript: list[str] = []
         """Everything the engine printed for this stack (for secret-leak greps)."""
+        self.hidden: set[str] = set()
+        """Secret values set on the command line, shown as `[secret]` where a command is
+        echoed (the echo is a log like any other)."""
         (workdir / "state").mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(stack_file_yaml(config))
 
@@ -157,9 +160,11 @@ class Stack(Pulumi):
         if record:
             self.record(proc.stdout, proc.stderr)
             if self.echo:
+                shown = [
+                    a if a not in self.hidden else "[secret]" for a in self.argv(*args, cwd=cwd)
+                ]
                 sys.stdout.write(
-                    f"$ {' '.join(self.argv(*args, cwd=cwd))}\n{proc.stdout[-4000:]}\n"
-                    f"{proc.stderr[-4000:]}\n"
+                    f"$ {' '.join(shown)}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}\n"
                 )
         if check:
             check_exit(args, proc)
@@ -173,6 +178,7 @@ class Stack(Pulumi):
         """`stack init` with the passphrase provider, then the secrets under `secrets.`."""
         self.pulumi("stack", "init", "--secrets-provider", "passphrase")
         for key, value in secret_values.items():
+            self.hidden.add(value)
             self.pulumi("config", "set", "--secret", "--path", f"secrets.{key}", value)
 
     def outputs(self) -> dict[str, Any]:

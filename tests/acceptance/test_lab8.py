@@ -528,7 +528,7 @@ def test_spent_budget_is_drift_then_up_relaunches(stack: Stack, report: dict[str
         f"it from step {resumed}, first step {took:.0f} s after `up` started; preview a no-op. "
         "The alert "
         "(`DssRestartBudgetSpent`) needs monitoring, which lab8 does not deploy: "
-        "tests/engine/test_monitoring.py"
+        "tests/acceptance/test_lab8_jobs.py checks it on the lab8 cluster"
     )
     report["command"] = "pkill ranks until budget_spent; pulumi refresh --preview-only; pulumi up"
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dss_train import checkpoints as ck
 
 from harness import ROOT
 from harness.configs import lab8_config
@@ -256,13 +257,14 @@ def test_spent_budget_fires_the_alert_and_refresh_reports_it(
     reports the run failed, naming the reason; `up` of the job relaunches it."""
     budget = Recovery().max_restarts  # the job's: the cluster's default
     prom, job = cluster.outputs()["prometheusAddress"], Pulumi(JOB, env=cluster.env)
-    worker = training_service_names(JOB)[1]
+    # A relaunch resumes (and says so) only from a complete checkpoint.
+    wait_for("a complete checkpoint", lambda: ck.select_latest(shared("checkpoints", JOB),
+             hashes=False)[0] or None, 600)  # fmt: skip
     kills, spent = 0, False
     while not spent:
         assert kills <= budget, f"{kills} kills, and no spent budget: {restart_events(JOB)}"
         seen, offset = len(restart_events(JOB)), run_log(JOB, "launcher.log").stat().st_size
-        entry = next(e for e in reversed(job_outputs(cluster)["rankMap"])
-                     if e["service"] == worker)  # fmt: skip
+        entry = job_outputs(cluster)["rankMap"][-1]  # the last worker's task
         ctr = task_container(entry["node"], entry["task_id"])
         docker(
             host_index(entry["node"]), "exec", ctr, "pkill", "-KILL", "-f", "--", "--local_rank="

@@ -96,3 +96,11 @@ def test_remove_destroys_with_refresh_and_drops_the_stack_file(stack: Stack) -> 
     assert "args: destroy --refresh --yes --skip-preview" in printed
     assert "args: stack rm --yes --force" in printed
     assert not stack.config_file.exists()
+
+
+def test_echo_hides_the_secret_values_set(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    """`init` sets the secrets on the command line; the echoed command shows `[secret]`."""
+    stack.init({"wandb_api_key": "wandb-unit-9f3c"})
+    echoed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("$ ")]
+    assert any("secrets.wandb_api_key [secret] " in line for line in echoed), echoed
+    assert not [line for line in echoed if "wandb-unit-9f3c" in line], echoed
