@@ -239,6 +239,36 @@ def run_resumes(run: str) -> list[Resume]:
     return resumes_in(log.read_text(errors="replace")) if log.exists() else []
 
 
+# What rank 0 prints when a stop's SIGTERM made it save a last checkpoint and exit
+# (images/dss_train/main.py).
+_STOP_LINE = re.compile(r"stopped by signal after step (\d+)")
+
+
+def stop_checkpoint_step(text: str) -> int | None:
+    """The step a stop's final checkpoint holds, from rank 0's line in a launcher log's
+    text (None: no stop saved one there)."""
+    m = _STOP_LINE.search(text)
+    return int(m.group(1)) if m else None
+
+
+def check_resumed_after_the_stop(text: str, first: int, last: int) -> int:
+    """A relaunch after a stop (a launch replaced, infra/task/ranks.py) resumed at the
+    step after the stop's final checkpoint (`text`: the launcher log since the stop),
+    past `last`, the newest step logged before it: no logged step is trained again.
+    Returns the stop's step; AssertionError naming the steps otherwise."""
+    stopped = stop_checkpoint_step(text)
+    assert stopped is not None, "the stop saved no final checkpoint (no 'stopped by signal' line)"
+    assert first == stopped + 1 and first > last, (
+        f"resumed at {first}; the stop saved step {stopped}, {last} was logged before"
+    )
+    return stopped
+
+
+def restart_events_after(run: str, seen: int) -> list[dict[str, Any]] | None:
+    """Run `run`'s restart events after the first `seen`, or None while there are none."""
+    return restart_events(run)[seen:] or None
+
+
 def launcher_log_size(run: str) -> int:
     """How long run `run`'s launcher log is now (an offset for the helpers below)."""
     log = run_log(run, "launcher.log")

@@ -37,6 +37,7 @@ from harness.lab import (
     logged_steps,
     remove_network,
     restart_events,
+    restart_events_after,
     run_log,
     service_versions,
     shape_link,
@@ -451,11 +452,6 @@ def test_lost_host_resumes_on_the_spare(stack: Stack, report: dict[str, str]) ->
     report["command"] = "ip link set dssl<i> down; (no pulumi up); pulumi preview; pulumi refresh"
 
 
-def events_after(seen: int) -> list[dict[str, Any]] | None:
-    """The run's restart events after the first `seen`, or None while there are none."""
-    return restart_events(RUN)[seen:] or None
-
-
 def kill_a_rank(stack: Stack) -> tuple[dict[str, Any], int]:
     """SIGKILL the rank of a worker whose task is where the launch put it (not the one
     followed to the spare); returns its rank map entry and the last step logged."""
@@ -479,7 +475,7 @@ def test_killed_rank_resumes_by_itself(stack: Stack, report: dict[str, str]) -> 
     took = time.monotonic() - t_kill
     redone = before - resumed
     assert redone <= CHECKPOINT_EVERY, f"{redone} steps redone (> {CHECKPOINT_EVERY})"
-    records = events_after(seen) or []
+    records = restart_events_after(RUN, seen) or []
     assert [r for r in records if r["event"] == "restart"], f"recorded: {records}"
     stack.pulumi("preview", "--expect-no-changes")
     stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
@@ -504,7 +500,7 @@ def test_spent_budget_is_drift_then_up_relaunches(stack: Stack, report: dict[str
         seen, offset = len(restart_events(RUN)), log_size()
         kill_a_rank(stack)
         kills += 1
-        new = wait_for("the kill recorded", partial(events_after, seen), 300, 1)
+        new = wait_for("the kill recorded", partial(restart_events_after, RUN, seen), 300, 1)
         spent = new[-1]["event"] == "budget_spent"
         if not spent:
             wait_resumed(offset)

@@ -11,7 +11,6 @@ cluster and one job; each records a row of the table `scripts/acceptance` prints
 from __future__ import annotations
 
 import json
-import re
 import select
 import shutil
 import subprocess
@@ -27,10 +26,12 @@ from dss_train import checkpoints as ck
 from harness import ROOT
 from harness.configs import lab8_config
 from harness.lab import (
+    check_resumed_after_the_stop,
     docker,
     host_index,
     logged_steps,
     restart_events,
+    restart_events_after,
     run_log,
     run_resumes,
     service_versions,
@@ -213,19 +214,13 @@ def test_changed_line_relaunches_without_a_service_update(
     step_s = time.monotonic() - t0
     since = log.read_bytes()[offset:].decode(errors="replace")
     assert MARK in since, "not the new code"
-    # The stop let the eight ranks checkpoint (infra/task/ranks.py): no step logged
-    # before the submit is trained again.
-    stopped = re.search(r"stopped by signal after step (\d+)", since)
-    assert stopped, "the stop saved no final checkpoint (no 'stopped by signal' line)"
-    assert nxt == int(stopped[1]) + 1 and nxt > last, (
-        f"resumed at {nxt}; the stop saved step {stopped[1]}, {last} was logged before"
-    )
+    stopped = check_resumed_after_the_stop(since, nxt, last)  # all eight ranks saved
     assert service_versions() == versions, "a code change updated a service"
     assert cluster.outputs()["imageRef"] == image
     Pulumi(JOB, env=cluster.env).run("preview", "--expect-no-changes")
     report["figure"] = (
         f"submit {up_s:.1f} s, first new step (step {nxt}) {step_s:.1f} s after it; "
-        f"the stop saved step {stopped[1]} ({last} logged before the submit); "
+        f"the stop saved step {stopped} ({last} logged before the submit); "
         "no service rolled"
     )
     report["command"] = f"edit train.py; scripts/job submit DIR --name {JOB} --cluster {CLUSTER}"
@@ -242,11 +237,6 @@ def test_checkpoints_and_logs_are_the_jobs_own(cluster: Stack, report: dict[str,
     assert not {"ds-master", "ds-worker"} & set(service_versions())
     report["figure"] = f"{len(ckpts)} checkpoints in checkpoints/{JOB}, logs in logs/{JOB}"
     report["command"] = f"ls /data/checkpoints/{JOB} /data/logs/{JOB}"
-
-
-def events_after(seen: int) -> list[dict[str, Any]] | None:
-    """The job's restart events after the first `seen`, or None while there are none."""
-    return restart_events(JOB)[seen:] or None
 
 
 def test_spent_budget_fires_the_alert_and_refresh_reports_it(
@@ -270,7 +260,7 @@ def test_spent_budget_fires_the_alert_and_refresh_reports_it(
             host_index(entry["node"]), "exec", ctr, "pkill", "-KILL", "-f", "--", "--local_rank="
         )
         kills += 1
-        new = wait_for("the kill recorded", partial(events_after, seen), 300, 1)
+        new = wait_for("the kill recorded", partial(restart_events_after, JOB, seen), 300, 1)
         spent = new[-1]["event"] == "budget_spent"
         if not spent:
             wait_resumed(JOB, offset)

@@ -28,6 +28,7 @@ from harness.lab import (
     logged_steps,
     restart_events,
     shared,
+    stop_checkpoint_step,
     tasks_of,
     wait_resumed,
 )
@@ -232,8 +233,7 @@ def test_a_relaunch_while_the_master_is_elsewhere_stops_it_there_first(
     assert re.search(r"a stop is asked for: SIGTERM to [1-9]\d* rank", since), since[-3000:]
     # The ranks were signalled before the launchers (infra/task/ranks.py): the stop's
     # own checkpoint is the one the relaunch resumed from.
-    stopped = re.search(r"stopped by signal after step (\d+)", since)
-    assert stopped and int(stopped[1]) == resumed, f"resumed from {resumed}: {since[-3000:]}"
+    assert stop_checkpoint_step(since) == resumed, f"resumed from {resumed}: {since[-3000:]}"
     assert master_on(now_on) and stack.outputs()["rankMap"][0]["node"] == now_on
     assert launcher_log_since(RUN, offset).count("[dss-train] resumed from") == 1
     stack.pulumi("preview", "--expect-no-changes")

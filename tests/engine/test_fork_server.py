@@ -12,7 +12,6 @@ again. Times are printed.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,15 @@ import pytest
 
 from delivery.preview import Impact
 from harness.configs import dev_config
-from harness.lab import client, exec_text, logged_steps, run_log, run_resumes
+from harness.lab import (
+    check_resumed_after_the_stop,
+    client,
+    exec_text,
+    launcher_log_since,
+    launcher_log_size,
+    logged_steps,
+    run_resumes,
+)
 from harness.stack import Stack
 from harness.waits import wait_for
 from infra.layout import MASTER_SERVICE, WORKER_SERVICE
@@ -129,7 +136,7 @@ def test_code_change_runs_on_the_warm_servers(stack: Stack, code: Path) -> None:
     (their clients pass the SIGTERM on) and relaunches the run on the new code through
     the servers already running (no new one started), from that checkpoint."""
     before_servers, before = server_pids(), len(run_resumes(RUN))
-    offset = run_log(RUN, "launcher.log").stat().st_size
+    offset = launcher_log_size(RUN)
     mark = "dss-engine-test: forked version 2"
     main = code / "train.py"
     main.write_text(
@@ -143,14 +150,10 @@ def test_code_change_runs_on_the_warm_servers(stack: Stack, code: Path) -> None:
     up_s = time.monotonic() - t0
     step = resumed_after(before)
     print(f"code change: up {up_s:.0f} s, first new step {time.monotonic() - t0:.0f} s")
-    log = run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
+    log = launcher_log_since(RUN, offset)
     assert mark in log
     assert server_pids() == before_servers, "the relaunch started new servers"
-    stopped = re.search(r"stopped by signal after step (\d+)", log)
-    assert stopped, "the stop saved no final checkpoint (no 'stopped by signal' line)"
-    assert step == int(stopped[1]) + 1 and step > last, (
-        f"resumed at {step}; the stop saved step {stopped[1]}, {last} was logged before"
-    )
+    check_resumed_after_the_stop(log, step, last)
     stack.pulumi("preview", "--expect-no-changes")
 
 

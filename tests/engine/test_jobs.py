@@ -37,7 +37,16 @@ from pulumi import automation as auto
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import Resume, client, logged_steps, run_log, run_resumes, service_versions, shared
+from harness.lab import (
+    Resume,
+    check_resumed_after_the_stop,
+    client,
+    logged_steps,
+    run_log,
+    run_resumes,
+    service_versions,
+    shared,
+)
 from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
@@ -322,12 +331,7 @@ def test_changed_code_relaunches_with_no_service_touched(
     print(f"job code changed after step {last}: submit {up_s:.0f} s, step {nxt} at {took:.0f} s")
     since = log.read_bytes()[offset:].decode(errors="replace")
     assert MARK in since, "not the new code"
-    # The stop let the ranks checkpoint (infra/task/ranks.py): nothing logged is redone.
-    stopped = re.search(r"stopped by signal after step (\d+)", since)
-    assert stopped, "the stop saved no final checkpoint (no 'stopped by signal' line)"
-    assert nxt == int(stopped[1]) + 1 and nxt > last, (
-        f"resumed at {nxt}; the stop saved step {stopped[1]}, {last} was logged before"
-    )
+    check_resumed_after_the_stop(since, nxt, last)
     assert service_versions() == versions, "a code change updated a service"
     assert cluster.outputs()["imageRef"] == image
     _job_pulumi(cluster, "preview", "--expect-no-changes")

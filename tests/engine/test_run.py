@@ -14,7 +14,6 @@ Times are printed (the README's acceptance table).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +23,10 @@ import pytest
 
 from harness.configs import dev_config
 from harness.lab import (
+    check_resumed_after_the_stop,
     client,
     exec_text,
+    launcher_log_since,
     logged_steps,
     restart_events,
     run_log,
@@ -188,10 +189,6 @@ def test_stalled_run_is_drift_and_up_relaunches_it(stack: Stack) -> None:
     stack.pulumi("preview", "--expect-no-changes")
 
 
-def launcher_log_since(offset: int) -> str:
-    return run_log(RUN, "launcher.log").read_bytes()[offset:].decode(errors="replace")
-
-
 def test_code_change_relaunches_on_the_new_code_alone(stack: Stack, code: Path) -> None:
     """One line of train.py changed: the preview updates the code and replaces the launch
     (the one change that restarts the job); `up` stops the run with a final checkpoint,
@@ -210,15 +207,9 @@ def test_code_change_relaunches_on_the_new_code_alone(stack: Stack, code: Path) 
     stack.pulumi("up", "--yes", "--skip-preview")
     first, took = resumed_after(before, t0)
     print(f"code changed after step {last}: `up` to step {first} on the new code in {took:.0f} s")
-    assert MARK in launcher_log_since(offset), "the relaunched run did not run the new code"
+    assert MARK in launcher_log_since(RUN, offset), "the relaunched run did not run the new code"
     assert service_versions() == versions, "a code change updated a service"
-    # The stop let the ranks checkpoint (infra/task/ranks.py): the relaunch goes on
-    # from the step after it, no step that was logged is trained again.
-    stopped = re.search(r"stopped by signal after step (\d+)", launcher_log_since(offset))
-    assert stopped, "the stop saved no final checkpoint (no 'stopped by signal' line)"
-    assert first == int(stopped[1]) + 1 and first > last, (
-        f"resumed at {first}; the stop saved step {stopped[1]}, {last} was logged before"
-    )
+    check_resumed_after_the_stop(launcher_log_since(RUN, offset), first, last)
     digest = stack.outputs()["code"]["digest"]
     assert shared("code", RUN, digest, "train.py").read_text() == main.read_text()
     kept = [d.name for d in shared("code", RUN).iterdir()]

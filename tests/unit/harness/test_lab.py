@@ -8,12 +8,14 @@ from dss_train.checkpoints import tag_for_step
 from harness.lab import (
     LAB_ROOT,
     Resume,
+    check_resumed_after_the_stop,
     docker_argv,
     host_index,
     resumes_in,
     run_log,
     shared,
     socket,
+    stop_checkpoint_step,
 )
 
 pytestmark = pytest.mark.unit
@@ -54,3 +56,25 @@ def test_a_checkpoint_folder_without_a_step_has_none() -> None:
     """A folder not named `step_<N>` gives no checkpoint step, not a wrong one."""
     assert Resume("/data/checkpoints/r/latest", 3).checkpoint_step is None
     assert resumes_in("no resume here") == []
+
+
+STOP_LOG = (
+    "10.0.1.2: step 80/100000 loss 1.2\n"
+    "10.0.1.2: [dss-train] stopped by signal after step 80; checkpoint saved\n"
+)
+
+
+def test_the_stops_checkpoint_is_read_from_rank_zeros_line() -> None:
+    """`stopped by signal after step N` gives N; a log without it, None."""
+    assert stop_checkpoint_step(STOP_LOG) == 80
+    assert stop_checkpoint_step("10.0.1.2: step 80/100000 loss 1.2\n") is None
+
+
+def test_a_resume_after_the_stop_is_checked_against_its_step() -> None:
+    """The step after the stop's checkpoint, past the last logged one, passes; a resume
+    from an older checkpoint, or no stop line, fails naming the steps."""
+    assert check_resumed_after_the_stop(STOP_LOG, 81, 66) == 80
+    with pytest.raises(AssertionError, match="resumed at 76; the stop saved step 80"):
+        check_resumed_after_the_stop(STOP_LOG, 76, 66)
+    with pytest.raises(AssertionError, match="no 'stopped by signal' line"):
+        check_resumed_after_the_stop("", 81, 66)
