@@ -120,3 +120,8 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 # A job stack's view of its cluster (infra/components/clusterref.py): what tells a job
 # stack's state from a cluster's (ops/recover.py).
 CLUSTER_REF_TYPE = "deepspeed-swarm:clusterref:ClusterRef"
+# The launch (infra/components/launch.py) and, among its children, its run record (the
+# TrainingRun dynamic resource, `<launch>-run-state`): where the job command reads a
+# run's state in a stack's state, which a refresh rewrites (jobs/command.py).
+LAUNCH_TYPE = "deepspeed-swarm:launch:TrainingLaunch"
+RUN_RECORD_SUFFIX = "-run-state"

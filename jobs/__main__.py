@@ -78,9 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             command.submit(spec)
         elif a.op == "list":
-            print(command.HEADER)
-            for row in command.list_jobs(refresh=a.refresh):
-                print(row.line())
+            for line in command.list_lines(command.list_jobs(refresh=a.refresh)):
+                print(line)
         elif a.op == "gpus":
             print(command.GPU_HEADER)
             for gpu_row in command.cluster_gpus(a.cluster):

@@ -5,7 +5,10 @@ Each engine operation goes through the Automation API on this project's director
 a job's program is the same `__main__.py` every stack runs, and its stack file is
 the one `submit` wrote. What is read from the hosts (a job's newest metrics line, its
 launcher log) goes over SSH to the cluster's master host with the cluster's own
-settings (`preflight.ssh_private_key_file`, `ssh_known_hosts_file`).
+settings (`preflight.ssh_private_key_file`, `ssh_known_hosts_file`). A run's state is
+read from the job stack's state, where its run record (the TrainingRun resource) holds
+what the last `up` or refresh read; never from the stack's outputs, which only an `up`
+computes (a refresh leaves them as they were).
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from infra.components.swarm import endpoint
 from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
 from infra.config import stack_file_yaml as render_stack_file
-from infra.layout import PROJECT, training_service_names
+from infra.layout import (
+    DYNAMIC_TYPE,
+    LAUNCH_TYPE,
+    PROJECT,
+    RUN_RECORD_SUFFIX,
+    training_service_names,
+)
 from infra.providers.fit import Holder, SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
@@ -179,6 +188,8 @@ class JobRow:
     step: int | None
     loss: float | None
     gpus: str
+    reason: str = ""
+    """Why the run is failed, stalled or unknown, as its record says; empty otherwise."""
 
     def line(self) -> str:
         step = "-" if self.step is None else str(self.step)
@@ -189,6 +200,17 @@ class JobRow:
 
 
 HEADER = f"{'JOB':<20} {'CLUSTER':<16} {'STATE':<10} {'STEP':>8} {'LOSS':>8}  GPUS"
+
+
+def list_lines(rows: Sequence[JobRow]) -> list[str]:
+    """What `job list` prints: the header and a row per job, then, after a blank line,
+    `<job> <state>: <reason>` in full for each run whose record gives a reason (failed,
+    stalled, unknown). A reason is a sentence (the launcher log's last failure line), so
+    no column of the table could hold it; the table keeps its columns for whoever
+    reads it by position."""
+    lines = [HEADER, *(r.line() for r in rows)]
+    reasons = [f"{r.name} {r.state}: {r.reason}" for r in rows if r.reason]
+    return [*lines, "", *reasons] if reasons else lines
 
 
 @dataclass(frozen=True)
@@ -276,26 +298,67 @@ def last_metrics(cfg: StackConfig) -> dict[str, Any]:
         return {}
 
 
+# How the engine writes a secret value in a state it exports with --show-secrets.
+_SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def _plain(value: Any) -> Any:
+    """A state value, its secret wrapper (if any) taken off."""
+    if isinstance(value, dict) and _SECRET_SIG in value and "plaintext" in value:
+        return json.loads(value["plaintext"])
+    return value
+
+
+_RUN_RECORD_TYPE = f"{LAUNCH_TYPE}${DYNAMIC_TYPE}"
+"""The run record's type in its URN: a dynamic resource that is a child of the launch."""
+
+
+def run_record(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The run record's outputs in a stack's state (its `deployment`): the TrainingRun
+    resource under the launch, as the last `up` or refresh (this command's, or a
+    `pulumi refresh` typed by hand) read it: `state`, `reason`, `step`, `checkpoint`,
+    `restarts`, `relaunches`. None when the state has none (a job never up, stopped, or
+    whose `up` failed before its launch)."""
+    found = None
+    for res in (deployment or {}).get("resources") or []:
+        # urn:pulumi:<stack>::<project>::<parent types>$<type>::<name>
+        parts = str(res.get("urn", "")).split("::", 3)
+        if (
+            len(parts) == 4
+            and parts[2].endswith(_RUN_RECORD_TYPE)
+            and parts[3].endswith(RUN_RECORD_SUFFIX)
+            and not res.get("delete")  # a replaced copy the engine has yet to delete
+        ):
+            found = res
+    if found is None:
+        return None
+    return {k: _plain(v) for k, v in (found.get("outputs") or {}).items()}
+
+
 def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> list[JobRow]:
-    """Every job with its run's state (as the last `up`, or with `refresh` a refresh
-    now, read it), its newest step and loss (read on the hosts now), and its GPUs."""
+    """Every job with its run's state and reason (its run record as the last `up` or
+    refresh read it; with `refresh`, a refresh now), its newest step and loss (read on
+    the hosts now; the record's step where none is logged), and its GPUs. The stack's
+    `run` output is not read: only an `up` computes it, so after a refresh it still says
+    what the last `up` saw (a run whose budget was spent since read `running`)."""
     rows = []
     for name in job_names():
         cfg = job_settings(name)
         stack = workspace_stack(name, env)
         if refresh:
             stack.refresh(color="never")
-        outputs = {k: v.value for k, v in stack.outputs().items()}
-        run = outputs.get("run") or {}
-        metrics = last_metrics(cfg) if run else {}
+        record = run_record(stack.export_stack().deployment)
+        run = record or {}
+        metrics = last_metrics(cfg) if record is not None else {}
         rows.append(
             JobRow(
                 name=name,
                 cluster=cfg.cluster or "",
-                state=str(run.get("state", "stopped")),
+                state="stopped" if record is None else str(run.get("state") or "unknown"),
                 step=metrics.get("step", run.get("step")),
                 loss=metrics.get("loss"),
                 gpus=gpus(cfg),
+                reason=str(run.get("reason") or ""),
             )
         )
     return rows

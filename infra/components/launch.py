@@ -34,6 +34,7 @@ from infra.components.image import TrainingImage
 from infra.components.services import TrainingServices
 from infra.components.swarm import SwarmCluster
 from infra.config import Host, Network, Preflight, Training, code_dir, duration_seconds
+from infra.layout import LAUNCH_TYPE, RUN_RECORD_SUFFIX
 from infra.providers.roster import TaskRoster
 from infra.providers.run import TrainingRun
 from infra.render.launch import (
@@ -180,7 +181,7 @@ class TrainingLaunch(pulumi.ComponentResource):
     def __init__(
         self, name: str, args: TrainingLaunchArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("deepspeed-swarm:launch:TrainingLaunch", name, None, opts)
+        super().__init__(LAUNCH_TYPE, name, None, opts)
         t = args.training
         slots = t.ranks_per_node
         image_ref = args.image.ref
@@ -361,7 +362,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         # The run itself: read from the tasks the roster holds (where the run lives),
         # relaunched through the supervisors the launch targets run.
         self.run = TrainingRun(
-            f"{name}-run-state",
+            f"{name}{RUN_RECORD_SUFFIX}",
             {
                 "run_name": t.run_name,
                 "script": task_script,

@@ -9,7 +9,9 @@ job command's functions (jobs/command.py, what `scripts/job` runs), resumes from
 newest of them in services of its own; the cluster's Prometheus scrapes its ranks by
 the file the job adds; its state holds no cluster resource and no secret; preview is a
 no-op for both stacks; `list` shows the job's state, step, loss and GPUs; `logs` reads
-its launcher log, all ranks or one; one line of `train.py` changed and submitted again
+its launcher log, all ranks or one; the run killed whole lists `failed` with its reason
+after one `list --refresh` (its `run` output still saying running), and a submit again
+relaunches it; one line of `train.py` changed and submitted again
 relaunches on the new code with no service and no image touched (the time is printed);
 a host change in the cluster's file that the cluster has not deployed refuses the
 job's preview; `gpus` names each host's free GPUs and the job holding them; a submit
@@ -41,6 +43,7 @@ from harness.lab import (
     Resume,
     check_resumed_after_the_stop,
     client,
+    exec_text,
     logged_steps,
     run_log,
     run_resumes,
@@ -135,6 +138,15 @@ def job(cluster: Stack, code: Path) -> Iterator[dict[str, Any]]:
         if command.stack_file(JOB).exists():
             command.remove(JOB, env=cluster.env, out=lines.append)
         cluster.record(*lines)
+
+
+def _job_cli(cluster: Stack, *args: str) -> str:
+    """`scripts/job <args>` as a person runs it, with the cluster's backend and
+    passphrase; what it printed. It must exit 0."""
+    proc = subprocess.run([str(ROOT / "scripts" / "job"), *args], env=cluster.env,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-2000:])
+    return proc.stdout
 
 
 def _job_pulumi(cluster: Stack, *args: str) -> str:
@@ -267,7 +279,12 @@ def test_list_shows_state_step_loss_and_gpus(cluster: Stack, job: dict[str, Any]
     loss, and the GPUs it holds (2 nodes x 1 CPU rank on the lab)."""
     rows = {r.name: r for r in command.list_jobs(env=cluster.env)}
     row = rows[JOB]
-    assert (row.cluster, row.state, row.gpus) == (CLUSTER, "running", "2 x 1 cpu"), row
+    assert (row.cluster, row.state, row.gpus, row.reason) == (
+        CLUSTER,
+        "running",
+        "2 x 1 cpu",
+        "",
+    ), row
     assert row.step is not None and row.step >= max(logged_steps(JOB)) - 1, row
     assert isinstance(row.loss, float), row
 
@@ -275,19 +292,11 @@ def test_list_shows_state_step_loss_and_gpus(cluster: Stack, job: dict[str, Any]
 def test_the_command_line_lists_and_follows_the_job(cluster: Stack, job: dict[str, Any]) -> None:
     """`scripts/job list` and `scripts/job logs --rank 1` as a person runs them: the job's
     row, and the last lines of the task that runs rank 1."""
-    script = str(ROOT / "scripts" / "job")
-
-    def cli(*args: str) -> str:
-        proc = subprocess.run([script, *args], env=cluster.env, capture_output=True,
-                              text=True, timeout=300, check=False)  # fmt: skip
-        assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-2000:])
-        return proc.stdout
-
-    rows = [line.split() for line in cli("list").splitlines()]
+    rows = [line.split() for line in _job_cli(cluster, "list").splitlines()]
     assert rows[0][:3] == ["JOB", "CLUSTER", "STATE"], rows
     assert [JOB, CLUSTER, "running"] in [r[:3] for r in rows[1:]], rows
     address = job["rankMap"][1]["address"]
-    lines = cli("logs", JOB, "--rank", "1", "--lines", "100").splitlines()
+    lines = _job_cli(cluster, "logs", JOB, "--rank", "1", "--lines", "100").splitlines()
     assert lines and all(x.startswith(f"{address}: ") for x in lines), lines[:5]
 
 
@@ -305,6 +314,65 @@ def test_logs_read_the_jobs_launcher_log(job: dict[str, Any]) -> None:
     lines = one.stdout.splitlines()
     assert lines and all(x.startswith(f"{address}: ") for x in lines), lines[:5]
     assert len(lines) < len(every.stdout.splitlines())
+
+
+def _job_tasks() -> list[Any]:
+    """The containers of the job's running training tasks, on whichever lab host each is."""
+    labels = [f"com.docker.swarm.service.name={s}" for s in training_service_names(JOB)]
+    return [
+        ctr
+        for host in (1, 2)
+        for label in labels
+        for ctr in client(host).containers.list(filters={"label": label})
+    ]
+
+
+def _run_processes() -> list[str]:
+    """Command lines of the job's run (supervisors, launchers, ranks) in its tasks."""
+    marks = (f"/data/.dss/{JOB}/supervise", f"/data/code/{JOB}/")
+    return [
+        line
+        for ctr in _job_tasks()
+        for line in exec_text(ctr, ["ps", "-eo", "args="]).splitlines()
+        if any(m in line for m in marks)
+    ]
+
+
+def test_a_dead_run_lists_failed_with_its_reason_after_one_refresh(
+    cluster: Stack, job: dict[str, Any], code: Path
+) -> None:
+    """The job's run killed whole (its supervisors first, so none restarts it): one
+    `list --refresh` reads it `failed` with its reason, from the run record the refresh
+    rewrote, while the stack's `run` output still says running (only `up` computes
+    outputs); `scripts/job list` with no refresh then prints the same state, and the
+    reason under the table; a submit again relaunches the run, and `list` reads it
+    running, with no reason."""
+    tasks = _job_tasks()
+    assert len(tasks) == 2, tasks
+    for ctr in tasks:
+        exec_text(ctr, ["pkill", "-KILL", "-f", f"/data/.dss/{JOB}/supervise"])
+        exec_text(ctr, ["pkill", "-KILL", "-f", f"/data/code/{JOB}/"])
+    wait_for("the run's processes gone", lambda: not _run_processes(), 120)
+    t0 = time.monotonic()
+    (row,) = [r for r in command.list_jobs(env=cluster.env, refresh=True) if r.name == JOB]
+    print(f"the killed run listed {row.state} by one `list --refresh` in "
+          f"{time.monotonic() - t0:.0f} s: {row.reason}")  # fmt: skip
+    assert row.state == "failed" and "no training process is left" in row.reason, row
+    # What the list read before: the output of the last `up`, which the refresh left alone.
+    stale = command.workspace_stack(JOB, cluster.env).outputs()["run"].value
+    assert stale["state"] == "running", f"the refresh recomputed the run output: {stale}"
+    lines = _job_cli(cluster, "list").splitlines()
+    assert [JOB, CLUSTER, "failed"] in [x.split()[:3] for x in lines[1:]], lines
+    assert "" in lines and f"{JOB} failed: {row.reason}" in lines, lines
+    before, printed = len(resumes()), list[str]()
+    command.submit(spec(code), env=cluster.env, out=printed.append)
+    cluster.record(*printed)
+    nxt = wait_for("the relaunch's resume", lambda: resumes()[before].next_step
+                   if len(resumes()) > before else None, 600, 1)  # fmt: skip
+    wait_for(f"step {nxt} logged", lambda: nxt in logged_steps(JOB), 600, 1)
+    (row,) = [r for r in command.list_jobs(env=cluster.env) if r.name == JOB]
+    assert (row.state, row.reason) == ("running", ""), row
+    _job_pulumi(cluster, "preview", "--expect-no-changes")
 
 
 def test_changed_code_relaunches_with_no_service_touched(

@@ -12,6 +12,7 @@ from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
 from infra.providers.health import HEALTH_KEYS
+from jobs.command import run_record
 from tests.unit.infra.samples import ROOT, Mocks, host, set_stack_config
 
 pytestmark = pytest.mark.unit
@@ -73,6 +74,20 @@ def test_component_types(dev_graph: Mocks) -> None:
         "deepspeed-swarm:launch:TrainingLaunch",
         "deepspeed-swarm:gate:BandwidthGate",
     }
+
+
+def test_the_job_command_finds_the_run_record(dev_graph: Mocks) -> None:
+    """The run record, by the URN the program registers it under, is the resource
+    `scripts/job list` reads a run's state from in a stack's state (jobs/command.py
+    run_record), and the only one it finds."""
+    monitor = pulumi.runtime.settings.get_monitor()
+    registered = monitor.get_registered_resources()  # type: ignore[union-attr]
+    state = {"resources": [{"urn": urn, "outputs": dict(reg.state)}
+                           for urn, reg in registered.items()]}  # fmt: skip
+    record = run_record(state)
+    assert record is not None and "stall_after_s" in record, record
+    (urn,) = [u for u, reg in registered.items() if dict(reg.state) == record]
+    assert urn.endswith("$pulumi-python:dynamic:Resource::unit-launch-run-state"), urn
 
 
 def test_one_docker_provider_per_host(dev_graph: Mocks) -> None:

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+from pulumi import automation as auto
 
 from infra.config import ConfigError, stack_file_values, stack_file_yaml
+from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, STACK_TYPE
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.hostops import HostError
 from jobs import command
@@ -22,6 +24,79 @@ RANK_MAP = [
     {"node": "lab-h1", "address": "10.0.1.2", "ranks": [0, 1]},
     {"node": "lab-h2", "address": "10.0.1.3", "ranks": [2, 3]},
 ]
+
+
+BUDGET_SPENT = (
+    "restart budget spent after 3 automatic restarts; last step 0; the launcher log says: "
+    "train.py: error: unrecognized arguments: --run exp1"
+)
+RUNNING = {"state": "running", "reason": "", "step": None, "restarts": 0, "relaunches": 0}
+FAILED = {"state": "failed", "reason": BUDGET_SPENT, "step": 0, "restarts": 3, "relaunches": 0}
+
+
+def job_state(run: dict[str, Any] | None, stale: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Job stack exp1's state as `pulumi stack export` gives it: the stack with its `run`
+    output (`stale`: as the last `up` computed it), the launch, its roster and, unless
+    None, its run record with outputs `run` (as the last `up` or refresh read them)."""
+    urn = "urn:pulumi:exp1::deepspeed-swarm::"
+    stack = f"{urn}{STACK_TYPE}::deepspeed-swarm-exp1"
+    launch = f"{urn}{LAUNCH_TYPE}::exp1-launch"
+    resources: list[dict[str, Any]] = [
+        {"urn": stack, "type": STACK_TYPE, "outputs": {"run": stale or RUNNING}},
+        {"urn": launch, "type": LAUNCH_TYPE, "parent": stack},
+        {
+            "urn": f"{urn}{LAUNCH_TYPE}${DYNAMIC_TYPE}::exp1-launch-roster",
+            "type": DYNAMIC_TYPE,
+            "parent": launch,
+            "outputs": {"expected_tasks": 2, "entries": []},
+        },
+    ]
+    if run is not None:
+        resources.append(
+            {
+                "urn": f"{urn}{LAUNCH_TYPE}${DYNAMIC_TYPE}::exp1-launch-run-state",
+                "type": DYNAMIC_TYPE,
+                "parent": launch,
+                "outputs": {"run_name": "exp1", "stall_after_s": 600, **run},
+            }
+        )
+    return {"manifest": {}, "resources": resources}
+
+
+class FakeStack:
+    """The Automation API stack `list` is given: a refresh, the state's export, and
+    outputs that say what the last `up` computed; it records what was asked of it."""
+
+    def __init__(self, deployment: dict[str, Any]) -> None:
+        self.deployment = deployment
+        self.calls: list[str] = []
+
+    def refresh(self, **_kw: Any) -> None:
+        self.calls.append("refresh")
+
+    def export_stack(self) -> auto.Deployment:
+        self.calls.append("export")
+        return auto.Deployment(version=3, deployment=self.deployment)
+
+    def outputs(self) -> dict[str, auto.OutputValue]:
+        self.calls.append("outputs")
+        return {"run": auto.OutputValue(RUNNING, False)}
+
+
+@pytest.fixture
+def listed(project: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Job exp1 written on cluster c1; the test sets `listed["stack"]` (its FakeStack)
+    and `listed["metrics"]` (its newest metrics line; None: reading it is a failure)."""
+    command.write_job(spec(project))
+    seen: dict[str, Any] = {"metrics": {}}
+    monkeypatch.setattr(command, "workspace_stack", lambda name, env=None: seen["stack"])
+
+    def metrics(cfg: Any) -> dict[str, Any]:
+        assert seen["metrics"] is not None, "the hosts were asked for a job with no run"
+        return dict(seen["metrics"])
+
+    monkeypatch.setattr(command, "last_metrics", metrics)
+    return seen
 
 
 @pytest.fixture
@@ -289,3 +364,86 @@ def test_cli_gpus_prints_a_row_per_host(
     monkeypatch.setattr(command, "cluster_gpus", lambda cluster: [row] if cluster == "c" else [])
     assert cli.main(["gpus", "c"]) == 0
     assert capsys.readouterr().out.splitlines() == [command.GPU_HEADER, row.line()]
+
+
+def test_refreshed_failed_run_lists_failed_with_its_reason(listed: dict[str, Any]) -> None:
+    """`list --refresh`: the refresh recorded the run failed (its budget spent) while the
+    stack's `run` output still says running (only `up` computes outputs); the row reads
+    the record: failed, with its reason."""
+    listed["stack"] = stack = FakeStack(job_state(FAILED, stale=RUNNING))
+    (row,) = command.list_jobs(refresh=True)
+    assert (row.name, row.state, row.reason) == ("exp1", "failed", BUDGET_SPENT), row
+    assert stack.calls == ["refresh", "export"], stack.calls
+
+
+def test_refreshed_running_run_lists_running(listed: dict[str, Any]) -> None:
+    """A run its refresh read running lists running, no reason, with the step and loss
+    of its newest metrics line."""
+    listed["stack"] = FakeStack(job_state(RUNNING))
+    listed["metrics"] = {"step": 42, "loss": 2.5}
+    (row,) = command.list_jobs(refresh=True)
+    assert (row.state, row.reason, row.step, row.loss) == ("running", "", 42, 2.5), row
+
+
+def test_list_without_refresh_reads_the_record_as_it_is(listed: dict[str, Any]) -> None:
+    """Without `--refresh` nothing is refreshed, and the run record is read as the last
+    `up` or refresh left it: a `pulumi refresh` typed by hand that found the run failed
+    shows, though the `run` output still says running."""
+    listed["stack"] = stack = FakeStack(job_state(FAILED, stale=RUNNING))
+    (row,) = command.list_jobs()
+    assert (row.state, row.reason) == ("failed", BUDGET_SPENT), row
+    assert stack.calls == ["export"], stack.calls
+
+
+def test_job_with_no_run_record_lists_stopped(listed: dict[str, Any]) -> None:
+    """A job never up (its stack's state has no resources), or one stopped, lists
+    `stopped` with no step, loss or reason, and its hosts are not asked."""
+    listed["stack"] = FakeStack({"manifest": {}})
+    listed["metrics"] = None
+    (row,) = command.list_jobs(refresh=True)
+    assert (row.state, row.step, row.loss, row.reason) == ("stopped", None, None, ""), row
+
+
+def test_run_record_takes_the_secret_wrapper_off() -> None:
+    """A record value the state holds as a secret (the export's `--show-secrets` form)
+    is read as its plain value."""
+    secret = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270",
+              "plaintext": '"failed"'}  # fmt: skip
+    record = command.run_record(job_state({**FAILED, "state": secret}))
+    assert record is not None and record["state"] == "failed", record
+
+
+def test_a_replaced_run_record_pending_deletion_is_not_read() -> None:
+    """A copy of the record the engine has yet to delete (`delete: true` in the state)
+    is not the run's: the live record is read, wherever it stands."""
+    state = job_state(RUNNING)
+    old = {**state["resources"][-1], "delete": True}
+    old["outputs"] = {**old["outputs"], **FAILED}
+    state["resources"].append(old)
+    record = command.run_record(state)
+    assert record is not None and record["state"] == "running", record
+
+
+def test_list_prints_each_reason_in_full_under_the_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`scripts/job list`: the table keeps its six columns; a run with a reason gets
+    `<job> <state>: <reason>` in full below it, after a blank line."""
+    from jobs import __main__ as cli
+
+    rows = [
+        command.JobRow("exp1", "c1", "failed", 0, None, "2 x 1 cpu", BUDGET_SPENT),
+        command.JobRow("exp2", "c1", "running", 42, 2.5, "2 x 1 cpu"),
+    ]
+    monkeypatch.setattr(command, "list_jobs", lambda refresh: rows)
+    assert cli.main(["list"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        command.HEADER, rows[0].line(), rows[1].line(), "", f"exp1 failed: {BUDGET_SPENT}"
+    ]  # fmt: skip
+    assert command.HEADER.split() == ["JOB", "CLUSTER", "STATE", "STEP", "LOSS", "GPUS"]
+
+
+def test_list_with_no_reason_is_the_table_alone() -> None:
+    """Running and finished runs have no reason: nothing follows the table."""
+    row = command.JobRow("exp2", "c1", "finished", 100, 1.5, "2 x 1 cpu")
+    assert command.list_lines([row]) == [command.HEADER, row.line()]
