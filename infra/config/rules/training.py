@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from infra.config.models.cluster import Host, Network
 from infra.config.units import duration_seconds, size_bytes
 
 if TYPE_CHECKING:
+    # Types only: at run time the rules import no model, so StackConfig (which runs
+    # them) can import the rules without a circle.
+    from infra.config.models.cluster import Host, Network
     from infra.config.models.stack import StackConfig
 
 # Set per rank by deepspeed's launcher, torchrun or torch.distributed: a stack-wide
