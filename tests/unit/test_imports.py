@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.infra.samples import ROOT
-
 pytestmark = pytest.mark.unit
 
+ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("infra", "jobs", "delivery", "policy", "ops")
 RIG = ("harness", "lab", "bench", "tests")
 
