@@ -11,12 +11,13 @@ daemon: `docker swarm init` / `join`, node labels, the image built and pushed,
 `docker stack deploy` of the compose file (the overlay with its MTU in `driver_opts`,
 GPU reservations as generic resources, the image's sshd health check), the hostfile
 from `tasks.<service>` DNS, then `deepspeed --hostfile` in the master task. The only
-piece reused from the program is the launch step (`infra.launch_script`, the
+piece reused from the program is the launch step (`infra.render.launch.launch_script`, the
 same `docker exec` a person would type), so both paths start the same training.
 
 The compose file carries one thing no guide has: a global warm-up service on the
 overlay. Without it Docker 20.10 rejects the first GPU-reserving task on each node
-for good (infra/services.py says why); the hand path needs it as much as the program.
+for good (infra/components/services.py says why); the hand path needs it as much as the
+program.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Two declarative tables, read top to bottom, first match wins:
   the type is the resource's own token (infra/layout.py). Every dynamic resource has
   the one type `pulumi-python:dynamic:Resource` (it cannot change: the URN would), so
   those are told apart by their component and the inputs their provider reads
-  (infra/hostfacts.py, swarm.py, launch.py, secrets.py). Docker services by their
+  (infra/providers/: hostfacts.py, swarm.py, roster.py, secrets.py, ...). Docker services by their
   Swarm `name` property or their `dss.role` label, never by the Pulumi resource name,
   which a stack or component rename changes.
 - `VERDICTS`: role + operation + changed property paths -> `Impact` and the reason a
@@ -164,7 +164,7 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    # Nothing of monitoring is part of a training task (infra/monitoring.py).
+    # Nothing of monitoring is part of a training task (infra/components/monitoring.py).
     Rule(MONITORING, SERVICE_TYPE, any_props, Role.MONITORING_SERVICE),
     Rule(MONITORING, IMAGE_TYPE, any_props, Role.MONITORING_IMAGE),
     Rule(MONITORING, CONFIG_TYPE, any_props, Role.MONITORING_CONFIG),

@@ -1,6 +1,8 @@
-"""One harness for tests, benchmarks and ops: the lab client (`harness.lab`), the
-Pulumi CLI driver (`harness.stack`), stack-config builders (`harness.configs`) and
-polling waits (`harness.waits`).
+"""One harness for tests and benchmarks: the lab client (`harness.lab`), throwaway
+stacks on the product's Pulumi CLI driver (`harness.stack`, on `ops.project`),
+stack-config builders (`harness.configs`) and polling waits (`harness.waits`). The
+harness may import product code; product code never imports the harness
+(tests/unit/test_imports.py).
 
 Nothing here runs at import: the modules only name paths and define helpers, so
 unit tests import them without a lab, a docker engine or the Pulumi CLI.
@@ -8,8 +10,9 @@ unit tests import them without a lab, a docker engine or the Pulumi CLI.
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-"""The project root (Pulumi.yaml, `__main__.py`, the committed stack files)."""
+from ops.project import ROOT
+
+__all__ = ["ROOT", "image_code"]
 
 
 def image_code(dest: Path) -> Path:

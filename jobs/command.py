@@ -23,7 +23,6 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from harness import ROOT
 from infra.components.hostfacts import ssh_target
 from infra.components.swarm import endpoint
 from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
@@ -41,6 +40,7 @@ from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
 from infra.render.run import launcher_log
 from jobs.lock import holder_name, submit_lock
+from ops.project import ROOT
 
 Printer = Callable[[str], Any]
 

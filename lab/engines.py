@@ -20,7 +20,7 @@ from typing import Any
 
 SYSTEM = "20.10"
 # What `lab up` runs when not told: a current engine, as GPU servers run (Docker 27-29).
-# 20.10 stays a tested legacy row (scripts/engine-matrix). DSS_LAB_ENGINE names another
+# 20.10 stays a tested legacy row (python -m bench.engine_matrix). DSS_LAB_ENGINE names another
 # engine for every `lab up` of a shell or a CI run without touching the commands.
 CURRENT = "28"
 DEFAULT_ENGINE = CURRENT

@@ -42,7 +42,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import harness.stack
 from infra.layout import (
     CLUSTER_REF_TYPE,
     CONFIG_TYPE,
@@ -52,6 +51,7 @@ from infra.layout import (
     SERVICE_TYPE,
 )
 from infra.providers.hostops import docker_client, node_hostname
+from ops.project import Pulumi as PulumiCli
 
 SERVICE = SERVICE_TYPE
 NETWORK = NETWORK_TYPE
@@ -114,7 +114,7 @@ class Report:
         return "\n".join(lines)
 
 
-class Pulumi(harness.stack.Pulumi):
+class Pulumi(PulumiCli):
     """The `pulumi` CLI for one stack (environment, passphrase and backend inherited)."""
 
     def __init__(self, stack: str, cwd: str | None) -> None:

@@ -18,7 +18,7 @@ The names below are the package's interface: import them from `infra.config`.
 # Stack files only (no model): before the models by name, as the sort wants it.
 from infra.config.jobs import job_names
 
-# Models first: StackConfig imports the rules, which import the leaf models.
+# StackConfig runs the rules; the rules import no model at run time (types only).
 from infra.config.models import (
     CONFIG_KEYS,
     IPSEC_OVERHEAD,

@@ -10,7 +10,6 @@ to `train.py` is a new digest and a relaunch, never a new image or a rolled serv
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import io
 import tarfile
@@ -18,12 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# Which files of a code dir are code: below the config rules and this module alike
+# (infra/codedir.py); the names stay importable from here.
+from infra.codedir import MAX_CODE_BYTES as MAX_CODE_BYTES
+from infra.codedir import MAX_CODE_FILES as MAX_CODE_FILES
+from infra.codedir import excluded as excluded
+from infra.codedir import listing as listing
 from infra.layout import CODE_DIR, CODE_MANIFEST, TRAIN_UID
-
-# Code, not data: a directory past these is a mistake (a dataset, a virtualenv, a
-# checkpoint), and every byte of it would travel on each change.
-MAX_CODE_BYTES = 64 << 20
-MAX_CODE_FILES = 10_000
 
 
 @dataclass(frozen=True)
@@ -81,27 +81,6 @@ def tar_bytes(members: Sequence[tuple[str, bytes, int]]) -> bytes:
             info.uid = info.gid = uid
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
-
-
-def excluded(rel: str, patterns: Sequence[str]) -> bool:
-    """Whether any component of `rel` (a `/` path) matches one of the glob `patterns`."""
-    return any(fnmatch.fnmatchcase(part, p) for part in rel.split("/") for p in patterns)
-
-
-def listing(root: Path, exclude: Sequence[str]) -> dict[str, Path]:
-    """The files of the code dir `root` by their `/` path under it, in path order:
-    regular files not under an excluded name (symlinks are followed only to files
-    inside `root`, so a link cannot smuggle in the rest of the machine). Nothing is
-    read: the config rules judge sizes and the script from this alone."""
-    real_root = root.resolve()
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if rel == CODE_MANIFEST or excluded(rel, exclude) or not path.is_file():
-            continue
-        if path.resolve().is_relative_to(real_root):
-            out[rel] = path
-    return out
 
 
 def bundle(root: Path, exclude: Sequence[str]) -> Bundle:

@@ -1,6 +1,6 @@
 """The host script the providers send (HostFacts: facts, GPU health, NIC, DCGM) against
 the real nvidia-smi, beside NVML's view of the same GPUs. The parsing is held to these
-readings by tests/unit/infra/providers/test_gpu_fixture.py, from the recorded output."""
+readings by tests/unit/infra/providers/test_gpu_record.py, from the recorded output."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ class Preflight(_Model):
 
 
 class Alerts(_Model):
-    """Thresholds of the alert rules Prometheus evaluates (README "Monitoring")."""
+    """Thresholds of the alert rules Prometheus evaluates (docs/monitoring.md)."""
 
     stall_intervals: Annotated[int, Field(ge=3, le=1000)] = 8
     """DssRankStalled: a rank whose step has not advanced for this many scrape
@@ -124,7 +124,7 @@ class Alerts(_Model):
 
 
 class Monitoring(_Model):
-    """Prometheus, node exporters and per-rank metrics (README "Monitoring")."""
+    """Prometheus, node exporters and per-rank metrics (docs/monitoring.md)."""
 
     enabled: bool = False
     """Deploy Prometheus on the master host and a node exporter on every host, and

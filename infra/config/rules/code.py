@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from infra.codedir import MAX_CODE_BYTES, MAX_CODE_FILES, listing
 from infra.config.rules.image import PROJECT_DIR
-from infra.render.code import MAX_CODE_BYTES, MAX_CODE_FILES, listing
 
 if TYPE_CHECKING:
     from infra.config.models.stack import StackConfig

@@ -18,7 +18,7 @@ _REPO_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
 _REPOSITORY = re.compile(rf"^{_REPO_COMPONENT}(?:/{_REPO_COMPONENT})*$")
 _REGISTRY = re.compile(rf"^(?:{DNS_LABEL}(?:\.{DNS_LABEL})*|\[[0-9a-fA-F:.]+\])(?::(\d+))?$")
 
-# The project (image.context is relative to it, as in infra/image.py).
+# The project (image.context is relative to it, as in infra/components/image.py).
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 # Build args Docker honours without an ARG line (the Dockerfile reference,
 # "Predefined ARGs"), and BuildKit's own BUILDKIT_* args and SOURCE_DATE_EPOCH.

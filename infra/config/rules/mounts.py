@@ -12,7 +12,7 @@ from infra.layout import DATA_MOUNT, IMAGE_HOME, SECRETS_DIR, SHM_MOUNT
 if TYPE_CHECKING:
     from infra.config.models.stack import StackConfig
 
-# Where the stack itself mounts into every task (infra/services.py) and where the
+# Where the stack itself mounts into every task (infra/components/services.py) and where the
 # image keeps its code (images/Dockerfile); a dataset mount must stay clear of them.
 RESERVED_TARGETS = {
     DATA_MOUNT: "training.data_dir",
@@ -78,7 +78,7 @@ def dataset_sources(cfg: StackConfig) -> list[str]:
 
 
 def prometheus_storage(cfg: StackConfig) -> list[str]:
-    # infra/monitoring.py binds an absolute path and takes anything else as a
+    # infra/components/monitoring.py binds an absolute path and takes anything else as a
     # volume name: a relative path (`prom/data`, `./prom`) reaches the node as a
     # volume name Docker refuses, and the task never starts.
     mon = cfg.monitoring

@@ -47,7 +47,7 @@ def mtu_path(cfg: StackConfig) -> list[str]:
     ]
 
 
-# 56: infra/network.py appends `-<6 hex>` (the VNI) and Swarm takes 63.
+# 56: infra/components/network.py appends `-<6 hex>` (the VNI) and Swarm takes 63.
 def network_name(cfg: StackConfig) -> list[str]:
     return pattern_problems(
         "network.name",

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from infra.config.models.cluster import Host, Network
 from infra.config.units import duration_seconds, size_bytes
 
 if TYPE_CHECKING:
+    # Types only: at run time the rules import no model, so StackConfig (which runs
+    # them) can import the rules without a circle.
+    from infra.config.models.cluster import Host, Network
     from infra.config.models.stack import StackConfig
 
 # Set per rank by deepspeed's launcher, torchrun or torch.distributed: a stack-wide
@@ -71,7 +73,7 @@ RDMA_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 OVERLAY_IFNAME = "eth0"
 # Below this a final checkpoint of a real model rarely finishes before SIGKILL.
 MIN_CHECKPOINT_GRACE_S = 30
-# /dev/shm, the tmpfs infra/services.py sizes from training.shm_size. Never below
+# /dev/shm, the tmpfs infra/components/services.py sizes from training.shm_size. Never below
 # Docker's own 64 MiB default, which NCCL's shared-memory transport (a segment of
 # about 9 MiB per peer and channel) and the DataLoader's workers (every batch
 # passes through it) already outgrow: smaller ends in "failed to extend /dev/shm"
