@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lab import config as c
 from lab import hostfiles as hf
+from lab import imagecache
 from lab import sysops as s
 
 
@@ -68,6 +69,15 @@ def down(root: Path) -> list[str]:
         if s.mounts_under(str(root)):
             problems.append(f"mounts remain under {root}; its files were kept")
         else:
+            # Every process is gone and nothing is mounted: the hosts' image stores can
+            # move aside for the next lab (lab/imagecache.py).
+            kept = [
+                imagecache.stash(root, data.parent, data)
+                for data in sorted(root.glob("h*/data-*"))
+                if data.is_dir()
+            ]
+            if kept:
+                _log(f"image stores: {kept.count('kept')} of {len(kept)} kept for the next lab")
             shutil.rmtree(root, ignore_errors=True)
             if root.exists():
                 problems.append(f"{root} could not be removed completely")

@@ -15,6 +15,7 @@ from lab import config as c
 from lab import engine_install as ei
 from lab import engines as en
 from lab import hostfiles as hf
+from lab import imagecache
 from lab import sysops as s
 from lab.sysops import LabError
 
@@ -151,8 +152,11 @@ def _host_files(
     engine: en.Engine,
 ) -> None:
     hp = lab.host(i)
-    for d in (hp.dir, hp.data_root(engine.name), hp.exec_root, hp.etc_docker):
+    for d in (hp.dir, hp.exec_root, hp.etc_docker):
         d.mkdir(parents=True, exist_ok=True)
+    # The images this host's engine pulled in an earlier lab (lab/imagecache.py).
+    imagecache.restore(lab.root, hp.dir, hp.data_root(engine.name))
+    hp.data_root(engine.name).mkdir(parents=True, exist_ok=True)
     hp.daemon_json.write_text(hf.render_daemon_json(hp, gpus, engine))
     hp.sshd_config.write_text(hf.render_sshd_config(hp, lab))
     hp.etc_hosts.write_text(hf.render_etc_hosts(hosts))
