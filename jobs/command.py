@@ -38,7 +38,7 @@ from infra.layout import (
 from infra.providers.fit import Holder, SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
-from infra.render.run import launcher_log
+from infra.render.runfiles import launcher_log
 from jobs.lock import holder_name, submit_lock
 from ops.project import ROOT
 

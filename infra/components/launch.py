@@ -9,8 +9,8 @@
   (the run resumes from its last checkpoint). It is replaced delete-before-replace,
   and its delete SIGTERMs the training script's processes only (never the task's
   sshd), which checkpoint and exit, so two runs never overlap. The launcher runs
-  under the run's supervisor (infra/render/run.py), which restarts it after a crash
-  from the newest complete checkpoint, within `training.recovery.max_restarts`.
+  under the run's supervisor (infra/render/supervisor.py), which restarts it after a
+  crash from the newest complete checkpoint, within `training.recovery.max_restarts`.
 - `TrainingRun` (infra/providers/run.py) reads the run from its tasks: running,
   finished, failed or stalled. A failed or stalled run is drift, and `pulumi up`
   relaunches it; its state is the `run` stack output.
@@ -50,7 +50,8 @@ from infra.render.launch import (
     render_hostfile,
     stop_script,
 )
-from infra.render.run import MASTER_ADDR_SLOT, Follow, supervisor_path
+from infra.render.runfiles import supervisor_path
+from infra.render.supervisor import MASTER_ADDR_SLOT, Follow
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,8 @@ from infra.render.labels import (
     placement_constraints,
     training_env,
 )
-from infra.render.run import TAKEOVER_ENV, takeover_loop
 from infra.render.sections import TaskEnvSource, TaskSpecSource
+from infra.render.supervisor import TAKEOVER_ENV, takeover_loop
 from infra.versions import older_than
 
 TRAINING_SERVICES_TYPE = "deepspeed-swarm:services:TrainingServices"
@@ -110,7 +110,7 @@ def container_spec(
 ) -> docker.ServiceTaskSpecContainerSpecArgs:
     """The container of every training task. `takeover` (the master's, with
     training.recovery.follow_master): the task knows its id and its spec's digest (Swarm
-    templates) and runs the takeover loop (infra/render/run.py) beside its sshd."""
+    templates) and runs the takeover loop (infra/render/supervisor.py) beside its sshd."""
     t = cfg.training
     env = training_env(cfg)
     if takeover:

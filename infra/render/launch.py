@@ -20,9 +20,7 @@ from infra.layout import (
     MASTER_SERVICE,
     TRAIN_UID,
 )
-from infra.render.run import (
-    LEASE_S,
-    Follow,
+from infra.render.runfiles import (
     active_path,
     follow_path,
     follow_program,
@@ -37,10 +35,10 @@ from infra.render.run import (
     stop_marker,
     supervisor_path,
     supervisor_prefix,
-    supervisor_script,
     takeover_path,
 )
 from infra.render.sections import HasTraining, LaunchSource
+from infra.render.supervisor import LEASE_S, Follow, supervisor_script
 from infra.task.ranks import LAUNCHERS_AFTER_S, SCRIPT_ENV
 
 
@@ -55,7 +53,7 @@ class Supervision:
     node_rank: int | None = None
     """The node this launcher runs for (SSH-less launches: one supervisor file each)."""
     metrics: bool = False
-    """Keep the restart counts as a Prometheus text file (infra/render/run.py)."""
+    """Keep the restart counts as a Prometheus text file (infra/render/supervisor.py)."""
     follow: Follow | None = None
     """training.recovery.follow_moves: the supervisor follows tasks Swarm moved
     (infra/task/follow.py, written beside it)."""
@@ -289,9 +287,9 @@ def launch_script(
     in tasks the roster just read, so their keys are learnt anew (on the overlay a new
     task has a new address, and nothing is forgotten).
 
-    `supervision`: the launcher runs under the run's supervisor (infra/render/run.py),
-    written beside the hostfile, which restarts it after a crash within the budget; a
-    new launch clears a stop marker a previous stop left.
+    `supervision`: the launcher runs under the run's supervisor
+    (infra/render/supervisor.py), written beside the hostfile, which restarts it after
+    a crash within the budget; a new launch clears a stop marker a previous stop left.
 
     `fork_server` (training.fork_server): the fork server's client, which `argv` runs
     in place of python, is written beside the hostfile (executable).
