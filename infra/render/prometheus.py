@@ -30,9 +30,9 @@ import yaml
 
 from infra.config import duration_seconds
 from infra.layout import DATA_MOUNT, TRAIN_UID, training_service_names
-from infra.render.launch import replace_file, task_container
 from infra.render.runfiles import METRICS_SUBDIR
 from infra.render.sections import MonitoringSource
+from infra.render.shell import replace_file, task_container
 from infra.render.supervisor import BUDGET_METRIC, RESTARTS_METRIC
 
 PROMETHEUS_SERVICE = "ds-prometheus"
