@@ -3,11 +3,11 @@ Swarm services on the training overlay (only when `monitoring.enabled`).
 
 - The image (`monitoring/`) holds Debian's prometheus and prometheus-node-exporter;
   it is built and distributed like the training image (content tag, pushed digest).
-- Prometheus' configuration and alert rules are rendered by infra/render/prometheus.py and
-  delivered as Swarm configs rather than baked into the image: a new threshold or
-  scrape interval is a new config object and a Prometheus restart, not an image
-  build and push; `docker config inspect` shows exactly what runs, and Swarm
-  mounts it read-only. Configs are immutable, so each is named by its content and
+- Prometheus' configuration and alert rules are rendered by infra/render/prometheus.py
+  and infra/render/alerts.py, and delivered as Swarm configs rather than baked into the
+  image: a new threshold or scrape interval is a new config object and a Prometheus
+  restart, not an image build and push; `docker config inspect` shows exactly what
+  runs, and Swarm mounts it read-only. Configs are immutable, so each is named by its content and
   replaced create-before-delete (Docker refuses to delete one a service uses).
 - `ds-prometheus`: one task pinned to the master host, published there only
   (host-mode port: no routing mesh, which the lab's kernel lacks anyway), data on
@@ -41,7 +41,7 @@ from infra.components.swarm import SwarmCluster
 from infra.config import Host, Image, Network, Training
 from infra.config import Monitoring as MonitoringConfig
 from infra.layout import DATA_MOUNT
-from infra.render import prometheus, specs
+from infra.render import alerts, prometheus, specs
 from infra.render.digest import content_hash, tree_hash
 
 ROLE_LABEL = docker.ServiceLabelArgs(label="dss.role", value="monitoring")
@@ -165,7 +165,7 @@ class Monitoring(pulumi.ComponentResource):
                 prometheus.prometheus_config(args, jobs=args.jobs),
                 prometheus.CONFIG_FILE,
             ),
-            swarm_config("rules", prometheus.alert_rules(args), prometheus.RULES_FILE),
+            swarm_config("rules", alerts.alert_rules(args), prometheus.RULES_FILE),
         ]
         restart = specs.restart_policy("any", "10s", max_attempts=0, window="0s")
         networks = specs.overlay(network_id)
