@@ -20,7 +20,8 @@ from typing import Any
 
 # Impact is re-exported: the comment's callers (tests, acceptance) import it from here.
 from delivery.impact import Impact as Impact
-from delivery.impact import Role, assess, role_of
+from delivery.impact import assess
+from delivery.roles import Role, role_of
 from infra.layout import PROJECT, STACK_TYPE
 
 PROJECT_PREFIX = f"{PROJECT}:"
@@ -109,7 +110,7 @@ def inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
 def classify(
     types: Sequence[str], op: str, keys: tuple[str, ...], step: Mapping[str, Any]
 ) -> tuple[Role, Impact, str]:
-    """A change's role (from its component, type and inputs; delivery/impact.py) and
+    """A change's role (from its component, type and inputs; delivery/roles.py) and
     what it does to the running job, and why."""
     old, new = inputs(step, "oldState"), inputs(step, "newState")
     role = role_of(component_of(types), types[-1], new or old)

@@ -193,8 +193,8 @@ def run_log(run: str, name: str) -> Path:
 
 
 def restart_events(run: str) -> list[dict[str, Any]]:
-    """Run `run`'s restarts file as its supervisor writes it (infra/render/run.py): one
-    record per automatic restart, lost task, hostfile move or spent budget."""
+    """Run `run`'s restarts file as its supervisor writes it (infra/render/supervisor.py):
+    one record per automatic restart, lost task, hostfile move or spent budget."""
     log = run_log(run, RESTARTS_FILE)
     text = log.read_text() if log.exists() else ""
     return [json.loads(line) for line in text.splitlines() if line.strip()]

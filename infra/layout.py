@@ -122,6 +122,6 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 CLUSTER_REF_TYPE = "deepspeed-swarm:clusterref:ClusterRef"
 # The launch (infra/components/launch.py) and, among its children, its run record (the
 # TrainingRun dynamic resource, `<launch>-run-state`): where the job command reads a
-# run's state in a stack's state, which a refresh rewrites (jobs/command.py).
+# run's state in a stack's state, which a refresh rewrites (jobs/record.py).
 LAUNCH_TYPE = "deepspeed-swarm:launch:TrainingLaunch"
 RUN_RECORD_SUFFIX = "-run-state"

@@ -9,6 +9,10 @@ settings (`preflight.ssh_private_key_file`, `ssh_known_hosts_file`). A run's sta
 read from the job stack's state, where its run record (the TrainingRun resource) holds
 what the last `up` or refresh read; never from the stack's outputs, which only an `up`
 computes (a refresh leaves them as they were).
+
+What the command prints is jobs/table.py's, the reading of a run record from a state
+jobs/record.py's; their names stay importable from here, as the CLI and the tests use
+them.
 """
 
 from __future__ import annotations
@@ -28,18 +32,19 @@ from infra.components.swarm import endpoint
 from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
 from infra.config import stack_file_yaml as render_stack_file
-from infra.layout import (
-    DYNAMIC_TYPE,
-    LAUNCH_TYPE,
-    PROJECT,
-    RUN_RECORD_SUFFIX,
-    training_service_names,
-)
-from infra.providers.fit import Holder, SwarmGpus, fit_problems, read_swarm
+from infra.layout import PROJECT, training_service_names
+from infra.providers.fit import SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
-from infra.render.run import launcher_log
+from infra.render.runfiles import launcher_log
 from jobs.lock import holder_name, submit_lock
+from jobs.record import run_record as run_record
+from jobs.table import GPU_HEADER as GPU_HEADER
+from jobs.table import HEADER as HEADER
+from jobs.table import GpuRow as GpuRow
+from jobs.table import JobRow as JobRow
+from jobs.table import gpus as gpus
+from jobs.table import list_lines as list_lines
 from ops.project import ROOT
 
 Printer = Callable[[str], Any]
@@ -178,62 +183,6 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     return outputs
 
 
-@dataclass(frozen=True)
-class JobRow:
-    """One line of `job list`."""
-
-    name: str
-    cluster: str
-    state: str
-    step: int | None
-    loss: float | None
-    gpus: str
-    reason: str = ""
-    """Why the run is failed, stalled or unknown, as its record says; empty otherwise."""
-
-    def line(self) -> str:
-        step = "-" if self.step is None else str(self.step)
-        loss = "-" if self.loss is None else f"{self.loss:.4f}"
-        return (
-            f"{self.name:<20} {self.cluster:<16} {self.state:<10} {step:>8} {loss:>8}  {self.gpus}"
-        )
-
-
-HEADER = f"{'JOB':<20} {'CLUSTER':<16} {'STATE':<10} {'STEP':>8} {'LOSS':>8}  GPUS"
-
-
-def list_lines(rows: Sequence[JobRow]) -> list[str]:
-    """What `job list` prints: the header and a row per job, then, after a blank line,
-    `<job> <state>: <reason>` in full for each run whose record gives a reason (failed,
-    stalled, unknown). A reason is a sentence (the launcher log's last failure line), so
-    no column of the table could hold it; the table keeps its columns for whoever
-    reads it by position."""
-    lines = [HEADER, *(r.line() for r in rows)]
-    reasons = [f"{r.name} {r.state}: {r.reason}" for r in rows if r.reason]
-    return [*lines, "", *reasons] if reasons else lines
-
-
-@dataclass(frozen=True)
-class GpuRow:
-    """One line of `job gpus`: a host of the cluster, its GPUs free and who holds the rest."""
-
-    host: str
-    role: str
-    """`spare` for a spare host, else empty."""
-    free: int | None
-    """None: Swarm does not have the host ready and active (down or drained)."""
-    total: int | None
-    held: tuple[Holder, ...]
-
-    def line(self) -> str:
-        free = "down" if self.free is None else f"{max(self.free, 0)} of {self.total}"
-        held = "; ".join(h.words() for h in self.held) or "-"
-        return f"{self.host:<16} {self.role:<6} {free:>8}  {held}"
-
-
-GPU_HEADER = f"{'HOST':<16} {'ROLE':<6} {'FREE':>8}  HELD BY"
-
-
 def cluster_settings(cluster: str) -> StackConfig:
     """Cluster stack `cluster`'s config as its jobs read it (a job with no `training`
     of its own: the cluster's hosts, leader and defaults; no secret value is read).
@@ -265,16 +214,6 @@ def job_names(cluster: str | None = None) -> list[str]:
     return config_job_names(ROOT, cluster)
 
 
-def gpus(cfg: StackConfig) -> str:
-    """What the job holds: nodes x GPUs per node (CPU ranks on a CPU-only cluster)."""
-    nodes = len(cfg.training_hosts)
-    t = cfg.training
-    if t.cpu_only or not t.gpus_per_node:
-        return f"{nodes} x {t.ranks_per_node} cpu"
-    models = sorted({h.gpus.model for h in cfg.training_hosts if h.gpus.model})
-    return f"{nodes} x {t.gpus_per_node} {'/'.join(models) or 'gpu'}"
-
-
 def on_master(cfg: StackConfig, script: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     """Run shell `script` on the cluster's master host over SSH, as the preflight
     reaches it (the cluster's key file and known_hosts); its output goes where `kw`
@@ -296,43 +235,6 @@ def last_metrics(cfg: StackConfig) -> dict[str, Any]:
         return dict(json.loads(proc.stdout.strip() or "{}"))
     except ValueError:
         return {}
-
-
-# How the engine writes a secret value in a state it exports with --show-secrets.
-_SECRET_SIG = "4dabf18193072939515e22adb298388d"
-
-
-def _plain(value: Any) -> Any:
-    """A state value, its secret wrapper (if any) taken off."""
-    if isinstance(value, dict) and _SECRET_SIG in value and "plaintext" in value:
-        return json.loads(value["plaintext"])
-    return value
-
-
-_RUN_RECORD_TYPE = f"{LAUNCH_TYPE}${DYNAMIC_TYPE}"
-"""The run record's type in its URN: a dynamic resource that is a child of the launch."""
-
-
-def run_record(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The run record's outputs in a stack's state (its `deployment`): the TrainingRun
-    resource under the launch, as the last `up` or refresh (this command's, or a
-    `pulumi refresh` typed by hand) read it: `state`, `reason`, `step`, `checkpoint`,
-    `restarts`, `relaunches`. None when the state has none (a job never up, stopped, or
-    whose `up` failed before its launch)."""
-    found = None
-    for res in (deployment or {}).get("resources") or []:
-        # urn:pulumi:<stack>::<project>::<parent types>$<type>::<name>
-        parts = str(res.get("urn", "")).split("::", 3)
-        if (
-            len(parts) == 4
-            and parts[2].endswith(_RUN_RECORD_TYPE)
-            and parts[3].endswith(RUN_RECORD_SUFFIX)
-            and not res.get("delete")  # a replaced copy the engine has yet to delete
-        ):
-            found = res
-    if found is None:
-        return None
-    return {k: _plain(v) for k, v in (found.get("outputs") or {}).items()}
 
 
 def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> list[JobRow]:

@@ -3,11 +3,11 @@ Swarm services on the training overlay (only when `monitoring.enabled`).
 
 - The image (`monitoring/`) holds Debian's prometheus and prometheus-node-exporter;
   it is built and distributed like the training image (content tag, pushed digest).
-- Prometheus' configuration and alert rules are rendered by infra/render/prometheus.py and
-  delivered as Swarm configs rather than baked into the image: a new threshold or
-  scrape interval is a new config object and a Prometheus restart, not an image
-  build and push; `docker config inspect` shows exactly what runs, and Swarm
-  mounts it read-only. Configs are immutable, so each is named by its content and
+- Prometheus' configuration and alert rules are rendered by infra/render/prometheus.py
+  and infra/render/alerts.py, and delivered as Swarm configs rather than baked into the
+  image: a new threshold or scrape interval is a new config object and a Prometheus
+  restart, not an image build and push; `docker config inspect` shows exactly what
+  runs, and Swarm mounts it read-only. Configs are immutable, so each is named by its content and
   replaced create-before-delete (Docker refuses to delete one a service uses).
 - `ds-prometheus`: one task pinned to the master host, published there only
   (host-mode port: no routing mesh, which the lab's kernel lacks anyway), data on
@@ -41,7 +41,7 @@ from infra.components.swarm import SwarmCluster
 from infra.config import Host, Image, Network, Training
 from infra.config import Monitoring as MonitoringConfig
 from infra.layout import DATA_MOUNT
-from infra.render import prometheus, specs
+from infra.render import alerts, prometheus, specs
 from infra.render.digest import content_hash, tree_hash
 
 ROLE_LABEL = docker.ServiceLabelArgs(label="dss.role", value="monitoring")
@@ -97,6 +97,11 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+def _restart() -> docker.ServiceTaskSpecRestartPolicyArgs:
+    """Both services: restarted whenever they stop, after 10 s, without end."""
+    return specs.restart_policy("any", "10s", max_attempts=0, window="0s")
+
+
 class Monitoring(pulumi.ComponentResource):
     """Prometheus and the node exporters of one stack."""
 
@@ -110,8 +115,33 @@ class Monitoring(pulumi.ComponentResource):
         self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("deepspeed-swarm:monitoring:Monitoring", name, None, opts)
+        self.image_ref = self._image(name, args)
+        on_swarm = pulumi.ResourceOptions(
+            parent=self,
+            provider=args.swarm.manager_provider,
+            depends_on=[args.overlay, *args.swarm.members],
+        )
+        configs = [
+            self._swarm_config(
+                name,
+                "config",
+                prometheus.prometheus_config(args, jobs=args.jobs),
+                prometheus.CONFIG_FILE,
+                on_swarm,
+            ),
+            self._swarm_config(
+                name, "rules", alerts.alert_rules(args), prometheus.RULES_FILE, on_swarm
+            ),
+        ]
+        self.prometheus = self._prometheus(name, args, configs, on_swarm)
+        self.node_exporter = self._node_exporter(name, args, on_swarm)
+        self.address = f"http://{args.master.address}:{args.monitoring.prometheus_port}"
+        self.register_outputs({"address": self.address, "image_ref": self.image_ref})
+
+    def _image(self, name: str, args: MonitoringArgs) -> pulumi.Output[str]:
+        """The monitoring image, built and distributed as the training image is (content
+        tag, pushed digest): its reference."""
         mon = args.monitoring
-        tag = image_tag(args.project_dir, mon)
         build = docker.DockerBuildArgs(
             context=mon.context,
             dockerfile=f"{mon.context}/Dockerfile",
@@ -119,60 +149,56 @@ class Monitoring(pulumi.ComponentResource):
             builder_version=docker.BuilderVersion(args.image.builder),
             platform=specs.BUILD_PLATFORM,
         )
-        self.image_ref = distribute(
+        return distribute(
             self,
             f"{name}-image",
             args.image,
-            image_name(args.image, tag, mon.repository),
+            image_name(args.image, image_tag(args.project_dir, mon), mon.repository),
             build,
             args.swarm.providers,
         )
-        network_id = args.overlay.network_id
-        on_swarm = pulumi.ResourceOptions(
-            parent=self,
-            provider=args.swarm.manager_provider,
-            depends_on=[args.overlay, *args.swarm.members],
+
+    def _swarm_config(
+        self, name: str, role: str, text: str, file_name: str, on_swarm: pulumi.ResourceOptions
+    ) -> docker.ServiceTaskSpecContainerSpecConfigArgs:
+        """`text` as a Swarm config (`<name>-<role>`), and its mount at `file_name` in
+        Prometheus' task, readable by nobody."""
+        config = docker.ServiceConfig(
+            f"{name}-{role}",
+            # Named by content: a change is a new config (configs are immutable).
+            name=f"{prometheus.PROMETHEUS_SERVICE}-{role}-{content_hash(text)}",
+            data=_b64(text),
+            labels=[docker.ServiceConfigLabelArgs(label="dss.file", value=file_name)],
+            opts=pulumi.ResourceOptions.merge(
+                on_swarm,
+                # The new config exists before the service moves to it and the
+                # old one goes after (the name changes with the content).
+                pulumi.ResourceOptions(delete_before_replace=False),
+            ),
+        )
+        return docker.ServiceTaskSpecContainerSpecConfigArgs(
+            config_id=config.id,
+            config_name=config.name,
+            file_name=file_name,
+            file_uid=prometheus.MONITORING_UID,
+            file_gid=prometheus.MONITORING_UID,
+            file_mode=0o444,
         )
 
-        def swarm_config(
-            role: str, text: str, file_name: str
-        ) -> docker.ServiceTaskSpecContainerSpecConfigArgs:
-            config = docker.ServiceConfig(
-                f"{name}-{role}",
-                # Named by content: a change is a new config (configs are immutable).
-                name=f"{prometheus.PROMETHEUS_SERVICE}-{role}-{content_hash(text)}",
-                data=_b64(text),
-                labels=[docker.ServiceConfigLabelArgs(label="dss.file", value=file_name)],
-                opts=pulumi.ResourceOptions.merge(
-                    on_swarm,
-                    # The new config exists before the service moves to it and the
-                    # old one goes after (the name changes with the content).
-                    pulumi.ResourceOptions(delete_before_replace=False),
-                ),
-            )
-            return docker.ServiceTaskSpecContainerSpecConfigArgs(
-                config_id=config.id,
-                config_name=config.name,
-                file_name=file_name,
-                file_uid=prometheus.MONITORING_UID,
-                file_gid=prometheus.MONITORING_UID,
-                file_mode=0o444,
-            )
-
-        configs = [
-            swarm_config(
-                "config",
-                prometheus.prometheus_config(args, jobs=args.jobs),
-                prometheus.CONFIG_FILE,
-            ),
-            swarm_config("rules", prometheus.alert_rules(args), prometheus.RULES_FILE),
-        ]
-        restart = specs.restart_policy("any", "10s", max_attempts=0, window="0s")
-        networks = specs.overlay(network_id)
+    def _prometheus(
+        self,
+        name: str,
+        args: MonitoringArgs,
+        configs: list[docker.ServiceTaskSpecContainerSpecConfigArgs],
+        on_swarm: pulumi.ResourceOptions,
+    ) -> docker.Service:
+        """`ds-prometheus`: one task on the master host, its configs mounted, its data
+        on the storage monitoring names (a cluster's: the data dir too, read-only)."""
+        mon = args.monitoring
         mounts = [storage_mount(mon)]
         if args.jobs:
             mounts.append(specs.bind_mount(args.training.data_dir, DATA_MOUNT, read_only=True))
-        self.prometheus = docker.Service(
+        return docker.Service(
             f"{name}-prometheus",
             name=prometheus.PROMETHEUS_SERVICE,
             mode=specs.replicated(1),
@@ -187,9 +213,9 @@ class Monitoring(pulumi.ComponentResource):
                     stop_signal="SIGTERM",
                     stop_grace_period=specs.docker_duration("30s"),
                 ),
-                networks_advanceds=networks,
+                networks_advanceds=specs.overlay(args.overlay.network_id),
                 placement=specs.placement([f"node.hostname=={args.master.name}"], max_replicas=1),
-                restart_policy=restart,
+                restart_policy=_restart(),
             ),
             # Published on the master host only: host mode binds the port where the
             # task runs. dnsrr: no VIP (the lab has no IPVS; nothing needs one).
@@ -200,9 +226,13 @@ class Monitoring(pulumi.ComponentResource):
             labels=[ROLE_LABEL],
             opts=on_swarm,
         )
-        # Global: one per node, also on hosts joined later. (The docker provider
-        # refuses converge_config with global mode.)
-        self.node_exporter = docker.Service(
+
+    def _node_exporter(
+        self, name: str, args: MonitoringArgs, on_swarm: pulumi.ResourceOptions
+    ) -> docker.Service:
+        """`ds-node-exporter`: global, one per node, also on hosts joined later (the
+        docker provider refuses converge_config with global mode)."""
+        return docker.Service(
             f"{name}-node-exporter",
             name=prometheus.NODE_EXPORTER_SERVICE,
             mode=docker.ServiceModeArgs(global_=True),
@@ -215,13 +245,11 @@ class Monitoring(pulumi.ComponentResource):
                     # node_uname_info then names the Swarm node, not a container id.
                     hostname="{{.Node.Hostname}}",
                 ),
-                networks_advanceds=networks,
+                networks_advanceds=specs.overlay(args.overlay.network_id),
                 placement=specs.placement(),
-                restart_policy=restart,
+                restart_policy=_restart(),
             ),
             endpoint_spec=specs.dnsrr(),
             labels=[ROLE_LABEL],
             opts=on_swarm,
         )
-        self.address = f"http://{args.master.address}:{mon.prometheus_port}"
-        self.register_outputs({"address": self.address, "image_ref": self.image_ref})

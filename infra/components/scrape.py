@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from infra.components.launch import connection
+from infra.components.launchplan import connection
 from infra.components.services import TrainingServices
 from infra.config import Host, Monitoring, Network, Preflight, Training
 from infra.render import prometheus

@@ -8,15 +8,14 @@ the workers to nodes by their `dss.role` label, at most one task per node.
 Endpoint mode is `dnsrr` (`tasks.<service>` resolves to the task addresses; no
 VIP/IPVS needed). `converge_config` makes create/update wait for running tasks,
 so the launch that depends on these services starts against live containers.
+The task specs themselves are built by infra/render/taskspecs.py (its names stay
+importable from here).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_docker as docker
@@ -27,16 +26,11 @@ from infra.components.image import TrainingImage
 from infra.components.network import OverlayNetwork
 from infra.components.secrets import ClusterSecrets
 from infra.components.swarm import SwarmCluster
-from infra.config import Host, Monitoring, Network, Training, size_bytes
+from infra.config import Host, Monitoring, Network, Training
 from infra.layout import (
-    GPU_RESOURCE,
-    IMAGE_HOME,
     JOB_LABEL,
-    OVERLAY_ATTACH_FIXED_IN,
-    SHM_MOUNT,
     SPEC_LABEL,
     STANDBY_SERVICE,
-    TRAIN_UID,
     WARMUP_SERVICE,
     job_standby_name,
     training_service_names,
@@ -44,15 +38,15 @@ from infra.layout import (
 from infra.providers.fit import GpuFit
 from infra.providers.hostnet import SwarmHostNetwork
 from infra.render import specs
-from infra.render.labels import (
-    SPARE_CONSTRAINT,
-    env_list,
-    placement_constraints,
-    training_env,
-)
-from infra.render.run import TAKEOVER_ENV, takeover_loop
-from infra.render.sections import TaskEnvSource, TaskSpecSource
-from infra.versions import older_than
+from infra.render.labels import placement_constraints
+from infra.render.taskspecs import container_spec as container_spec
+from infra.render.taskspecs import gpu_reservation as gpu_reservation
+from infra.render.taskspecs import idle_spec as idle_spec
+from infra.render.taskspecs import spec_digest as spec_digest
+from infra.render.taskspecs import standby_spec as standby_spec
+from infra.render.taskspecs import task_spec_label as task_spec_label
+from infra.render.taskspecs import warmup_replicas as warmup_replicas
+from infra.render.taskspecs import warmup_spec as warmup_spec
 
 TRAINING_SERVICES_TYPE = "deepspeed-swarm:services:TrainingServices"
 
@@ -100,199 +94,6 @@ class ClusterServicesArgs:
     overlay: OverlayNetwork
     swarm: SwarmCluster
     facts: HostFacts
-
-
-def container_spec(
-    cfg: TaskEnvSource,
-    image_ref: pulumi.Input[str],
-    secrets: Mapping[str, specs.SwarmSecret],
-    takeover: bool = False,
-) -> docker.ServiceTaskSpecContainerSpecArgs:
-    """The container of every training task. `takeover` (the master's, with
-    training.recovery.follow_master): the task knows its id and its spec's digest (Swarm
-    templates) and runs the takeover loop (infra/render/run.py) beside its sshd."""
-    t = cfg.training
-    env = training_env(cfg)
-    if takeover:
-        env |= TAKEOVER_ENV
-    mounts = [
-        specs.data_mount(t.data_dir),
-        # Swarm services have no --shm-size: a sized tmpfs at /dev/shm instead
-        # (NCCL and the DataLoader's workers need more than Docker's 64 MiB).
-        # Mode 0777, not 01777: Swarm keeps only the permission bits, and asked
-        # for the sticky bit every refresh would report the mount as drifted.
-        docker.ServiceTaskSpecContainerSpecMountArgs(
-            type="tmpfs",
-            target=SHM_MOUNT,
-            tmpfs_options=docker.ServiceTaskSpecContainerSpecMountTmpfsOptionsArgs(
-                size_bytes=size_bytes(t.shm_size), mode=0o777
-            ),
-        ),
-        *[specs.bind_mount(m.source, m.target, m.read_only) for m in t.datasets],
-    ]
-    return docker.ServiceTaskSpecContainerSpecArgs(
-        image=image_ref,
-        env=env_list(env),
-        mounts=mounts,
-        secrets=[specs.secret_mount(file_name, s) for file_name, s in secrets.items()],
-        healthcheck=docker.ServiceTaskSpecContainerSpecHealthcheckArgs(
-            tests=["CMD", f"{IMAGE_HOME}/healthcheck.sh"],
-            interval=specs.docker_duration("10s"),
-            timeout=specs.docker_duration("5s"),
-            retries=3,
-            start_period=specs.docker_duration("20s"),
-        ),
-        # SIGTERM reaches the launcher and ranks; they finish the step and
-        # checkpoint within the grace period before Docker sends SIGKILL.
-        stop_signal="SIGTERM",
-        stop_grace_period=specs.docker_duration(t.stop_grace_period),
-        hostname="{{.Service.Name}}-{{.Task.Slot}}",
-        # The image's USER, stated so the policy pack (policy/) can check it.
-        user=TRAIN_UID,
-        # The entrypoint runs its arguments beside sshd (images/entrypoint.sh).
-        args=["sh", "-c", takeover_loop()] if takeover else None,
-    )
-
-
-def gpu_reservation(gpus: int) -> docker.ServiceTaskSpecResourcesArgs | None:
-    """Reserve `gpus` NVIDIA-GPU generic resources (none for CPU training)."""
-    if not gpus:
-        return None
-    return docker.ServiceTaskSpecResourcesArgs(
-        reservation=docker.ServiceTaskSpecResourcesReservationArgs(
-            generic_resources=docker.ServiceTaskSpecResourcesReservationGenericResourcesArgs(
-                discrete_resources_specs=[f"{GPU_RESOURCE}={gpus}"]
-            )
-        )
-    )
-
-
-def idle_spec(
-    image_ref: pulumi.Input[str],
-    network_id: pulumi.Input[str] | None = None,
-    constraints: list[str] | None = None,
-) -> docker.ServiceTaskSpecArgs:
-    """A task that only sleeps in the training image, reserving nothing: the
-    overlay warm-up (on the overlay, one per node) and the spares' standby."""
-    return docker.ServiceTaskSpecArgs(
-        container_spec=docker.ServiceTaskSpecContainerSpecArgs(
-            image=image_ref,
-            commands=["sleep", "infinity"],
-            user=TRAIN_UID,
-            healthcheck=specs.no_healthcheck(),
-        ),
-        networks_advanceds=specs.overlay(network_id) if network_id else None,
-        placement=specs.placement(constraints, max_replicas=1),
-    )
-
-
-def warmup_spec(
-    image_ref: pulumi.Input[str], network_id: pulumi.Input[str]
-) -> docker.ServiceTaskSpecArgs:
-    """A task on every node, on the overlay, reserving nothing.
-
-    Why: on Docker 20.10 a GPU-reserving task that is the first on its node to use
-    a new overlay is rejected ("node is missing network attachments"), and every
-    retry is then rejected by the constraint enforcer ("assigned node no longer
-    meets constraints"), for good (seen in the lab; tests/lab/test_infra_launch.py).
-    Once any task has used the overlay on a node, GPU tasks schedule normally.
-    Fixed in Docker 23.0.2 (moby/swarmkit#3082): on a current engine the service
-    stays, with no task (warmup_replicas).
-    """
-    return idle_spec(image_ref, network_id)
-
-
-def warmup_replicas(hosts: int, observed: Sequence[dict[str, Any] | None]) -> int:
-    """Warm-up tasks for `hosts` active hosts whose facts are `observed`: one per host
-    where any of them runs an engine before OVERLAY_ATTACH_FIXED_IN, or one whose
-    engine is unknown (not yet read, or `docker version` printed nothing); else none.
-
-    All or none: Swarm has no constraint on the engine's version, and a node label
-    per engine would be a node update, which on 20.10 is what restarts GPU tasks.
-    """
-    versions = [(o or {}).get("docker_version") or "" for o in observed]
-    needed = any(not v or older_than(v, OVERLAY_ATTACH_FIXED_IN) for v in versions)
-    return hosts if needed else 0
-
-
-def standby_spec(image_ref: pulumi.Input[str]) -> docker.ServiceTaskSpecArgs:
-    """One sleeping task per spare host, reserving nothing.
-
-    Why: a spare is labelled like a worker so that Swarm can move a lost host's
-    `ds-worker` task onto it, but the first placement must leave it empty. Among
-    nodes with equally many tasks of a service, Swarm's scheduler picks the node
-    with fewer tasks in all (swarmkit `nodeLess`), so this one extra task makes
-    every training host come before the spare. It also keeps the training image
-    pulled on the spare, so a failover does not wait for the pull.
-    """
-    return idle_spec(image_ref, constraints=[SPARE_CONSTRAINT])
-
-
-def task_spec_label(task_spec: docker.ServiceTaskSpecArgs) -> pulumi.Output[str]:
-    """A digest of a task spec as the program declares it (never what Swarm reads
-    back, so a refresh does not change it): what changes it makes Swarm replace the
-    tasks; nothing else (a new step count, args, ds_config) does."""
-
-    def digest(value: Any) -> str:
-        text = json.dumps(value, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-    return pulumi.Output.from_input(_plain(task_spec)).apply(digest)
-
-
-def _plain(value: Any) -> Any:
-    """An input-type tree as dicts and lists (its outputs left for `from_input`, which
-    resolves them inside dicts and lists, never inside input types)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool | pulumi.Output):
-        return value
-    return {k: _plain(v) for k, v in vars(value).items()}  # an input type: its properties
-
-
-def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Output[str]:
-    """A digest of what the training tasks' specs are made from: the training config,
-    the tasks' environment, the secret names, and the image, network and secret ids.
-
-    Any change to a task spec makes Swarm restart every task of the service, and
-    the launched training dies with them; the launch's roster takes this digest
-    as an input so that such an update re-reads the tasks (and the launch, whose
-    triggers hold the task ids, starts again in the new ones). Host-level changes
-    (labels, a drained host removed, a JupyterLab or Prometheus setting) are not in
-    it: in a preview a re-read roster is unknown, which shows the launch as
-    restarting when it will not. It may still change without a restart (a training
-    key no task uses): the roster then re-reads the same tasks and nothing
-    relaunches. Taken from the program's inputs, never from what Swarm reads back,
-    so a refresh does not change it.
-    """
-    data: dict[str, Any] = {
-        # Without the services' own labels, the run's recovery settings, its synced
-        # code and its fork server (the launch's): they are not part of any task spec
-        # (and a stack deployed before a key existed keeps its digest).
-        # gpu_model and nodes only where set: a stack deployed before the keys keeps
-        # its digest.
-        "training": cfg.training.model_dump(
-            mode="json",
-            exclude={"service_labels", "recovery", "code", "fork_server"}
-            | {k for k in ("gpu_model", "nodes") if getattr(cfg.training, k) is None},
-        ),
-        # The environment carries what tasks see of hosts (RDMA devices) and of
-        # monitoring (their metrics port).
-        "env": training_env(cfg),
-        "secret_names": cfg.secret_names,
-    }
-    if cfg.training.recovery.follow_master:
-        # The master's placement, command and environment (only where set).
-        data["follow_master"] = True
-    static = json.dumps(data, sort_keys=True)
-
-    def digest(values: list[Any]) -> str:
-        text = static + json.dumps(values, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-    return pulumi.Output.all(*inputs).apply(digest)
 
 
 def idle_services(
@@ -411,144 +212,152 @@ class TrainingServices(pulumi.ComponentResource):
         self, name: str, args: TrainingServicesArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(TRAINING_SERVICES_TYPE, name, None, opts)
-        t = args.training
         image_ref = args.image.ref
-        network_id = args.overlay.network_id
-        secrets = args.secrets.secrets
         provider = args.swarm.manager_provider
         depends_on: list[pulumi.Resource] = list(
             dict.fromkeys(
                 [args.image, args.overlay, args.secrets, *([args.facts] if args.facts else [])]
             )
         )
-        # On the host data plane the training tasks join Swarm's `host` network (a
-        # service on it can join no other): by the id Swarm reads back (hostnet.py).
-        self.host_network = (
-            SwarmHostNetwork(
-                f"{name}-host-net",
-                {"leader_endpoint": args.swarm.leader_endpoint},
-                pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
-            )
-            if args.network.data_plane == "host"
-            else None
+        self.host_network = self._host_network(name, args)
+        self.training_network_id = (
+            self.host_network.network_id if self.host_network else args.overlay.network_id
         )
-        self.training_network_id = self.host_network.network_id if self.host_network else network_id
         if self.host_network:
             depends_on.append(self.host_network)
-        spec = container_spec(args, image_ref, secrets)
-        rp = t.restart_policy
-
         self.warmup, self.standby = (
             idle_services(
                 name,
                 args.active_hosts,
                 args.spares,
                 image_ref,
-                network_id,
+                args.overlay.network_id,
                 args.facts,
                 pulumi.ResourceOptions(parent=self, provider=provider, depends_on=depends_on),
             )
             if args.facts is not None
             else (None, None)
         )
-
-        # A job on a shared cluster: its GPUs checked free before any of its services
-        # is registered (infra/providers/fit.py says why).
-        self.fit = None
-        if args.job is not None and args.facts is None and t.gpus_per_node:
-            self.fit = GpuFit(
-                f"{name}-fit",
-                {
-                    "leader_endpoint": args.swarm.leader_endpoint,
-                    "job": args.job,
-                    "services": list(training_service_names(args.job)),
-                    # The master's host (StackConfig.master, the first host), then the
-                    # workers': where the job's GPU tasks go when every host is up.
-                    "hosts": [args.hosts[0].name, *[h.name for h in args.workers]],
-                    "gpus": t.gpus_per_node,
-                },
-                pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
-            )
+        self.fit = self._fit(name, args)
+        if self.fit is not None:
             depends_on.append(self.fit)
-
         if args.job is not None and args.facts is None and args.spares:
             self.standby = self._job_standby(name, args, image_ref, provider, depends_on)
-
-        # With `training.nodes`, the workers keep off the hosts the run leaves out (a
-        # moved task may still go to a spare).
-        keep_off = [f"node.hostname!={h.name}" for h in args.unused]
-
-        # training.recovery.follow_master: the master may run on a spare, and its task
-        # takes the run over when it starts again (infra/task/takeover.py).
-        takeover = t.recovery.follow_master
-        master_spec = container_spec(args, image_ref, secrets, takeover=True) if takeover else spec
-
-        def task_spec(role: str) -> docker.ServiceTaskSpecArgs:
-            constraints = placement_constraints(role, t.gpu_model, master_moves=takeover)
-            return docker.ServiceTaskSpecArgs(
-                container_spec=master_spec if role == "master" else spec,
-                networks_advanceds=specs.overlay(self.training_network_id),
-                placement=specs.placement(
-                    constraints + (keep_off if role == "worker" else []), max_replicas=1
-                ),
-                resources=gpu_reservation(t.gpus_per_node),
-                restart_policy=specs.restart_policy(
-                    rp.condition, rp.delay, rp.max_attempts, rp.window
-                ),
-            )
-
         # Before the workers: the standby task must be on the spares when Swarm
         # places the workers (standby_spec says why).
         self.before_gpu_tasks = [s for s in (self.warmup, self.standby) if s is not None]
-
-        def service(svc_name: str, role: str, replicas: int) -> docker.Service:
-            spec_args = task_spec(role)
-            # The master's tasks read their spec's digest from this label (DSS_SPEC): a
-            # task an update made differs from the run's, a moved one does not.
-            spec_label = (
-                [docker.ServiceLabelArgs(label=SPEC_LABEL, value=task_spec_label(spec_args))]
-                if takeover and role == "master"
-                else []
-            )
-            return docker.Service(
-                f"{name}-{role}",
-                name=svc_name,
-                mode=specs.replicated(replicas),
-                task_spec=spec_args,
-                endpoint_spec=specs.dnsrr(),
-                converge_config=specs.converge("10m"),
-                labels=[
-                    docker.ServiceLabelArgs(label="dss.role", value=role),
-                    # A job's services say whose they are (only a job's: a single
-                    # stack's labels stay as they were).
-                    *(
-                        [docker.ServiceLabelArgs(label=JOB_LABEL, value=args.job)]
-                        if args.job
-                        else []
-                    ),
-                    *spec_label,
-                    *[
-                        docker.ServiceLabelArgs(label=k, value=v)
-                        for k, v in sorted(t.service_labels.items())
-                    ],
-                ],
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    provider=provider,
-                    depends_on=[*depends_on, *self.before_gpu_tasks],
-                ),
-            )
-
+        after = [*depends_on, *self.before_gpu_tasks]
         self.master_name, self.worker_name = training_service_names(args.job)
-        self.master = service(self.master_name, "master", 1)
+        self.master = self._service(name, args, self.master_name, "master", 1, after)
         n_workers = len(args.workers)
-        self.workers = service(self.worker_name, "worker", n_workers) if n_workers else None
+        self.workers = (
+            self._service(name, args, self.worker_name, "worker", n_workers, after)
+            if n_workers
+            else None
+        )
         self.service_names = [self.master_name] + ([self.worker_name] if n_workers else [])
         self.task_spec_digest = spec_digest(
-            args, image_ref, self.training_network_id, *[s.id for s in secrets.values()]
+            args,
+            image_ref,
+            self.training_network_id,
+            *[s.id for s in args.secrets.secrets.values()],
         )
         self.register_outputs(
             {"service_names": self.service_names, "task_spec_digest": self.task_spec_digest}
+        )
+
+    def _host_network(self, name: str, args: TrainingServicesArgs) -> SwarmHostNetwork | None:
+        """On the host data plane the training tasks join Swarm's `host` network (a
+        service on it can join no other): by the id Swarm reads back (hostnet.py)."""
+        if args.network.data_plane != "host":
+            return None
+        return SwarmHostNetwork(
+            f"{name}-host-net",
+            {"leader_endpoint": args.swarm.leader_endpoint},
+            pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
+        )
+
+    def _fit(self, name: str, args: TrainingServicesArgs) -> GpuFit | None:
+        """A job on a shared cluster: its GPUs checked free before any of its services
+        is registered (infra/providers/fit.py says why)."""
+        t = args.training
+        if args.job is None or args.facts is not None or not t.gpus_per_node:
+            return None
+        return GpuFit(
+            f"{name}-fit",
+            {
+                "leader_endpoint": args.swarm.leader_endpoint,
+                "job": args.job,
+                "services": list(training_service_names(args.job)),
+                # The master's host (StackConfig.master, the first host), then the
+                # workers': where the job's GPU tasks go when every host is up.
+                "hosts": [args.hosts[0].name, *[h.name for h in args.workers]],
+                "gpus": t.gpus_per_node,
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
+        )
+
+    def _task_spec(self, args: TrainingServicesArgs, role: str) -> docker.ServiceTaskSpecArgs:
+        """The task spec of `role` (`master` or `worker`). training.recovery.follow_master:
+        the master may run on a spare, and its task takes the run over when it starts
+        again (infra/task/takeover.py). With `training.nodes`, the workers keep off the
+        hosts the run leaves out (a moved task may still go to a spare)."""
+        t = args.training
+        takeover = t.recovery.follow_master
+        constraints = placement_constraints(role, t.gpu_model, master_moves=takeover)
+        keep_off = [f"node.hostname!={h.name}" for h in args.unused] if role == "worker" else []
+        rp = t.restart_policy
+        return docker.ServiceTaskSpecArgs(
+            container_spec=container_spec(
+                args, args.image.ref, args.secrets.secrets, takeover=takeover and role == "master"
+            ),
+            networks_advanceds=specs.overlay(self.training_network_id),
+            placement=specs.placement(constraints + keep_off, max_replicas=1),
+            resources=gpu_reservation(t.gpus_per_node),
+            restart_policy=specs.restart_policy(rp.condition, rp.delay, rp.max_attempts, rp.window),
+        )
+
+    def _service(
+        self,
+        name: str,
+        args: TrainingServicesArgs,
+        svc_name: str,
+        role: str,
+        replicas: int,
+        depends_on: list[pulumi.Resource],
+    ) -> docker.Service:
+        """`<name>-<role>`: the master's or the workers' service, labelled with its role
+        (a job's: and its job), after everything in `depends_on`."""
+        t = args.training
+        spec_args = self._task_spec(args, role)
+        # The master's tasks read their spec's digest from this label (DSS_SPEC): a
+        # task an update made differs from the run's, a moved one does not.
+        spec_label = (
+            [docker.ServiceLabelArgs(label=SPEC_LABEL, value=task_spec_label(spec_args))]
+            if t.recovery.follow_master and role == "master"
+            else []
+        )
+        return docker.Service(
+            f"{name}-{role}",
+            name=svc_name,
+            mode=specs.replicated(replicas),
+            task_spec=spec_args,
+            endpoint_spec=specs.dnsrr(),
+            converge_config=specs.converge("10m"),
+            labels=[
+                docker.ServiceLabelArgs(label="dss.role", value=role),
+                # A job's services say whose they are (only a job's: a single
+                # stack's labels stay as they were).
+                *([docker.ServiceLabelArgs(label=JOB_LABEL, value=args.job)] if args.job else []),
+                *spec_label,
+                *[
+                    docker.ServiceLabelArgs(label=k, value=v)
+                    for k, v in sorted(t.service_labels.items())
+                ],
+            ],
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args.swarm.manager_provider, depends_on=depends_on
+            ),
         )
 
     def _job_standby(

@@ -1,7 +1,7 @@
 """TrainingRun: the run itself as a resource whose read tells the truth (dynamic provider).
 
 The launch commands (infra/components/launch.py) start the run; this resource reads
-it. Its read runs a probe (infra/render/run.py) in the tasks the launch started the
+it. Its read runs a probe (infra/render/probe.py) in the tasks the launch started the
 run in, through each host's Docker API, and records the run's state: `running`,
 `finished` (at its last step), `failed` (with the reason and the last step) or
 `stalled` (live processes, no step for `training.recovery.stall_after`).

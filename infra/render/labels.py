@@ -29,7 +29,7 @@ def node_labels(cfg: HasMaster, host: Host, master_moves: bool = False) -> dict[
     }
     if host.spare:
         # Eligible for `ds-worker` like any worker; the standby task keeps it last
-        # in the scheduler's order (infra/components/services.py, `standby_spec`).
+        # in the scheduler's order (infra/render/taskspecs.py, `standby_spec`).
         labels["dss.spare"] = "true"
     if master_moves and (host.spare or host.name == cfg.master.name):
         labels[MASTER_OK_LABEL] = "true"

@@ -1,28 +1,28 @@
-"""Pure renderers of the training launch: the task roster's order, the hostfile, the
-rank map, launcher command lines and the launch and stop scripts. No Pulumi, no
-I/O: tested directly and by golden files.
+"""Pure renderers of the training launch: launcher command lines, the transport check
+and the launch script. No Pulumi, no I/O: tested directly and by golden files.
+
+The roster's order, the hostfile and the rank map are infra/render/roster.py's, the stop
+script infra/render/stop.py's, the shell pieces both scripts share infra/render/shell.py's.
+Their names stay importable from here, as before the split: the dynamic provider
+infra/providers/roster.py imports from this module, and a provider pickled into a stack's
+state must load against the module paths it was made with (infra/providers/legacy.py).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
 
 from infra.config import Training
-from infra.layout import (
-    DATA_MOUNT,
-    IMAGE_HOME,
-    IMAGE_PYTHON,
-    LAUNCH_DIR,
-    MASTER_SERVICE,
-    TRAIN_UID,
-)
-from infra.render.run import (
-    LEASE_S,
-    Follow,
+from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
+from infra.render.roster import RosterEntry as RosterEntry
+from infra.render.roster import duplicate_gpus as duplicate_gpus
+from infra.render.roster import order_roster as order_roster
+from infra.render.roster import rank_map as rank_map
+from infra.render.roster import render_hostfile as render_hostfile
+from infra.render.runfiles import (
     active_path,
     follow_path,
     follow_program,
@@ -32,16 +32,17 @@ from infra.render.run import (
     launcher_log,
     log_dir,
     ranks_path,
-    ranks_program,
     restart_metrics_file,
     stop_marker,
     supervisor_path,
-    supervisor_prefix,
-    supervisor_script,
     takeover_path,
 )
 from infra.render.sections import HasTraining, LaunchSource
-from infra.task.ranks import LAUNCHERS_AFTER_S, SCRIPT_ENV
+from infra.render.shell import replace_file as replace_file
+from infra.render.shell import task_container as task_container
+from infra.render.stop import ranks_function as ranks_function
+from infra.render.stop import stop_script as stop_script
+from infra.render.supervisor import Follow, supervisor_script
 
 
 @dataclass(frozen=True)
@@ -55,22 +56,10 @@ class Supervision:
     node_rank: int | None = None
     """The node this launcher runs for (SSH-less launches: one supervisor file each)."""
     metrics: bool = False
-    """Keep the restart counts as a Prometheus text file (infra/render/run.py)."""
+    """Keep the restart counts as a Prometheus text file (infra/render/supervisor.py)."""
     follow: Follow | None = None
     """training.recovery.follow_moves: the supervisor follows tasks Swarm moved
     (infra/task/follow.py, written beside it)."""
-
-
-class RosterEntry(TypedDict):
-    """One running training task, as read from the swarm."""
-
-    service: str
-    slot: int
-    task_id: str
-    node: str
-    address: str
-    container_id: str
-    gpu_uuids: list[str]
 
 
 def hostfile_path(t: Training) -> str:
@@ -91,44 +80,6 @@ def ds_config_json(t: Training) -> str | None:
     if isinstance(t.ds_config, str):
         return None
     return json.dumps(t.ds_config, sort_keys=True, separators=(",", ":"))
-
-
-def order_roster(entries: Iterable[RosterEntry], master: str = MASTER_SERVICE) -> list[RosterEntry]:
-    """Master first, then workers by node name: this order is the node rank."""
-    return sorted(entries, key=lambda e: (e["service"] != master, e["node"], e["slot"]))
-
-
-def duplicate_gpus(roster: Sequence[RosterEntry]) -> dict[str, list[str]]:
-    """GPU UUIDs assigned to more than one task, with the tasks holding each."""
-    holders: dict[str, list[str]] = {}
-    for e in roster:
-        for uuid in e["gpu_uuids"]:
-            holders.setdefault(uuid, []).append(f"{e['service']}.{e['slot']}@{e['node']}")
-    return {u: ts for u, ts in sorted(holders.items()) if len(ts) > 1}
-
-
-def render_hostfile(roster: Sequence[RosterEntry], slots: int) -> str:
-    """DeepSpeed/MPI hostfile: one line per node (its overlay address) with `slots=`,
-    in the roster's (node-rank) order."""
-    return "".join(f"{e['address']} slots={slots}\n" for e in roster)
-
-
-def rank_map(roster: Sequence[RosterEntry], slots: int) -> list[dict[str, Any]]:
-    """Task -> node -> overlay address -> GPUs -> global ranks, in node-rank order."""
-    out = []
-    for node_rank, e in enumerate(roster):
-        out.append(
-            {
-                "node_rank": node_rank,
-                "task": f"{e['service']}.{e['slot']}",
-                "task_id": e["task_id"],
-                "node": e["node"],
-                "address": e["address"],
-                "gpu_uuids": e["gpu_uuids"],
-                "ranks": list(range(node_rank * slots, (node_rank + 1) * slots)),
-            }
-        )
-    return out
 
 
 def launch_argv(
@@ -245,20 +196,6 @@ echo "launch: NCCL named no transport within {wait_seconds}s (NCCL_DEBUG below I
 """
 
 
-def task_container(var: str, service: str) -> str:
-    """Shell: `var` is the id of `service`'s running container on this host, or empty."""
-    return (
-        f'{var}=$(docker ps -q --filter "label=com.docker.swarm.service.name={service}" | head -n1)'
-    )
-
-
-def replace_file(path: str, executable: bool = False) -> str:
-    """Shell, run in a task: its stdin becomes the file `path`, replaced whole (a reader
-    sees the old file or the new one, never half of it); `executable`: mode 755."""
-    mode = f" && chmod 755 {path}.new" if executable else ""
-    return f"mkdir -p $(dirname {path}) && cat > {path}.new{mode} && mv {path}.new {path}"
-
-
 def launch_script(
     *,
     service: str,
@@ -289,9 +226,9 @@ def launch_script(
     in tasks the roster just read, so their keys are learnt anew (on the overlay a new
     task has a new address, and nothing is forgotten).
 
-    `supervision`: the launcher runs under the run's supervisor (infra/render/run.py),
-    written beside the hostfile, which restarts it after a crash within the budget; a
-    new launch clears a stop marker a previous stop left.
+    `supervision`: the launcher runs under the run's supervisor
+    (infra/render/supervisor.py), written beside the hostfile, which restarts it after
+    a crash within the budget; a new launch clears a stop marker a previous stop left.
 
     `fork_server` (training.fork_server): the fork server's client, which `argv` runs
     in place of python, is written beside the hostfile (executable).
@@ -308,53 +245,12 @@ def launch_script(
     clear = ""
     if supervision is not None:
         sup = supervisor_path(run_name, supervision.node_rank)
-        body = supervisor_script(
-            cmd=cmd,
-            run_name=run_name,
-            workdir=workdir,
-            max_restarts=supervision.max_restarts,
-            delay_s=supervision.delay_s,
-            pattern=supervision.pattern,
-            metrics_file=(
-                restart_metrics_file(run_name, supervision.node_rank)
-                if supervision.metrics
-                else None
-            ),
-            supervisor="master" if supervision.node_rank is None else str(supervision.node_rank),
-            follow=supervision.follow,
-        )
-        if supervision.follow is not None:
-            # Before the supervisor: a new one runs them at its first attempt.
-            files.append((follow_path(run_name), follow_program()))
-            if supervision.follow.master_moves:
-                files.append((takeover_path(run_name), follow_program("takeover.py")))
-                files.append((ranks_path(run_name), follow_program("ranks.py")))
-            files.append((follow_settings_path(run_name), supervision.follow.settings(run_name)))
-        files.append((sup, body))
+        files += _supervised_files(supervision, cmd, run_name, workdir)
         inner = f"exec sh {sup}"
         # A supervisor between two attempts has no launcher: it is the run too.
         running += f' || docker exec "$ctr" pgrep -f {shlex.quote(sup)} >/dev/null 2>&1'
-        # follow_master: a new launch's supervisor claims the run with no takeover counted.
-        cleared = [stop_marker(run_name)]
-        if supervision.follow is not None and supervision.follow.master_moves:
-            cleared.insert(0, active_path(run_name))
-        clear = f'docker exec -u {TRAIN_UID} "$ctr" rm -f {" ".join(cleared)}\n'
-    # Each file is replaced, not rewritten in place: a running supervisor reads its own.
-    writes = "\n".join(
-        f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
-        f"sh -c {shlex.quote(replace_file(path, path == forkserver_path(run_name)))}"
-        for path, body in files
-    )
-    forget, start, check, hint = "", "", "", ""
-    follow = supervision.follow if supervision is not None else None
-    if follow is not None and follow.master_moves:
-        hint = (
-            '  echo "training.recovery.follow_master: the master task runs elsewhere since a '
-            "takeover (docker service ps $svc) and the launch runs where the run was "
-            "launched; the old run is stopped. Move the master task back (docker node "
-            "update --availability drain <spare>, then active) and run pulumi up again "
-            '(docs/run.md)" >&2\n'
-        )
+        clear = _clear_markers(supervision, run_name)
+    forget, start, check = "", "", ""
     if forget_host_keys:
         forget = f"docker exec -u {TRAIN_UID} \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'\n"
     # With the check: the log's lines before this launch, so only its own count.
@@ -363,6 +259,30 @@ def launch_script(
         start = f"start=$(docker exec \"$ctr\" sh -c '{count}')\n"
         marker = stop_marker(run_name) if supervision is not None else ""
         check = transport_check(log, "start", transport_wait_s, check_transport, marker)
+    follow = supervision.follow if supervision is not None else None
+    return f"""{_wait_for_task(service, wait_seconds, follow)}{_writes(files, run_name)}
+if {running}; then  # idempotent
+  echo "launch: $svc on $(hostname) already running; kept"
+  exit 0
+fi
+{forget}{clear}{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
+echo "launch: started on $(hostname) in $ctr"
+{check}"""
+
+
+def _wait_for_task(service: str, wait_seconds: int, follow: Follow | None) -> str:
+    """The launch script's start: `$ctr` is the service's task container on this host
+    once it is healthy; none within `wait_seconds` fails the launch (follow_master: with
+    a hint, since the master task may run elsewhere after a takeover)."""
+    hint = ""
+    if follow is not None and follow.master_moves:
+        hint = (
+            '  echo "training.recovery.follow_master: the master task runs elsewhere since a '
+            "takeover (docker service ps $svc) and the launch runs where the run was "
+            "launched; the old run is stopped. Move the master task back (docker node "
+            "update --availability drain <spare>, then active) and run pulumi up again "
+            '(docs/run.md)" >&2\n'
+        )
     return f"""set -eu
 svc={shlex.quote(service)}
 health_fmt='{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}'
@@ -379,130 +299,57 @@ if [ -z "$ctr" ]; then
   echo "no running task of $svc on $(hostname) after {wait_seconds}s" >&2
 {hint}  exit 1
 fi
-{writes}
-if {running}; then  # idempotent
-  echo "launch: $svc on $(hostname) already running; kept"
-  exit 0
-fi
-{forget}{clear}{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
-echo "launch: started on $(hostname) in $ctr"
-{check}"""
-
-
-def stop_script(
-    *,
-    service: str,
-    grace_seconds: int,
-    pattern: str,
-    run_name: str = "",
-    follow: bool = False,
-    takeover: bool = False,
-    data_dir: str = "",
-) -> str:
-    """Shell run over SSH on delete: SIGTERM the ranks of the training script
-    `pattern` in this task (infra/task/ranks.py: the processes that run it as their
-    program; they finish the step, tell the others through its all-reduce, all save
-    a last checkpoint and exit 0), then the launchers (every command line that names
-    the script) once no rank has been left for 5 s: they end by themselves when
-    their ranks do, and signalled first they would close the SSH sessions the ranks
-    write to, which kills a rank before it saves. After the grace period SIGKILL what
-    is left: a rank blocked in a collective whose peer is gone (a lost host) cannot
-    checkpoint, and would hold the rendezvous port against the relaunch.
-    The pattern must not match the task's own entrypoint or sshd: a task whose
-    sshd dies exits, and Swarm restarts it somewhere with a new address.
-    `run_name`: the run's stop marker is set first, so its supervisor (which the
-    pattern does not match) restarts nothing and exits.
-    `follow` (training.recovery.follow_moves): the supervisor may be waiting in
-    `follow.py rebuild` (up to its wait_s) or in `watch`, where it would see the marker
-    only later, alive meanwhile, so the next launch would keep it as the run and it
-    would exit: it and the follow program are killed first (neither holds training
-    state; the launcher they leave is stopped below as always). `takeover`
-    (follow_master): the takeover program too, which may be running the supervisor;
-    and when this host has no task of the service (the master task runs on a spare
-    since a takeover), the stop marker is set through the host's data dir `data_dir`
-    and the stop waits until the run's supervisor there has ended (it removes the
-    run's active file): its watch stops the training gracefully on the marker."""
-    pat = shlex.quote(pattern)
-    mark = (
-        f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
-        if run_name
-        else ""
-    )
-    if follow and run_name:
-        owners = [supervisor_prefix(run_name), follow_path(run_name)]
-        if takeover:
-            owners.append(takeover_path(run_name))
-        for owner in owners:
-            mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
-    elsewhere = ""
-    if takeover and run_name and data_dir:
-        elsewhere = _stop_elsewhere(service, run_name, data_dir, grace_seconds)
-    return f"""set -u
-{task_container("ctr", service)}
-{elsewhere}[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
-{mark}{ranks_function(pattern)}n=$(ranks term)
-case "$n" in
-  ''|*[!0-9]*)
-    echo "stop: cannot tell the ranks apart ($n); SIGTERM to all of the training" >&2
-    docker exec "$ctr" pkill -TERM -f {pat} || true ;;
-  *) echo "stop: SIGTERM to $n rank(s)" ;;
-esac
-idle=0
-end=$(($(date +%s) + {grace_seconds}))
-while [ "$(date +%s)" -lt "$end" ]; do
-  if ! docker exec "$ctr" pgrep -f {pat} >/dev/null 2>&1; then
-    echo "stop: training exited"
-    exit 0
-  fi
-  if [ "$(ranks count)" = 0 ]; then idle=$((idle + 1)); else idle=0; fi
-  if [ "$idle" -eq {LAUNCHERS_AFTER_S} ]; then  # about that many seconds: one round each
-    echo "stop: no rank left; SIGTERM to the launchers"
-    docker exec "$ctr" pkill -TERM -f {pat} || true
-  fi
-  sleep 1
-done
-echo "stop: still running after {grace_seconds}s (blocked: a peer is gone?); SIGKILL" >&2
-docker exec "$ctr" pkill -KILL -f {pat} || true
 """
 
 
-def ranks_function(pattern: str) -> str:
-    """Shell: `ranks count|term`, infra/task/ranks.py run in the task container `$ctr`
-    by the image's python from stdin, the script in its environment (so no command
-    line in the task but the ranks' own names it)."""
-    return (
-        "ranks() {\n"
-        f'  docker exec -i -e {SCRIPT_ENV}={shlex.quote(pattern)} "$ctr" '
-        f'{IMAGE_PYTHON} -I -S - "$1" <<\'DSS_RANKS\' 2>/dev/null || echo "?"\n'
-        f"{ranks_program()}DSS_RANKS\n"
-        "}\n"
+def _supervised_files(
+    supervision: Supervision, cmd: str, run_name: str, workdir: str
+) -> list[tuple[str, str]]:
+    """The files a supervised launch writes beside the hostfile (path, text): with
+    follow_moves the follow program and its settings (follow_master: the takeover
+    program and ranks.py too), then the supervisor of launcher command `cmd`."""
+    files = []
+    if supervision.follow is not None:
+        # Before the supervisor: a new one runs them at its first attempt.
+        files.append((follow_path(run_name), follow_program()))
+        if supervision.follow.master_moves:
+            files.append((takeover_path(run_name), follow_program("takeover.py")))
+            files.append((ranks_path(run_name), follow_program("ranks.py")))
+        files.append((follow_settings_path(run_name), supervision.follow.settings(run_name)))
+    body = supervisor_script(
+        cmd=cmd,
+        run_name=run_name,
+        workdir=workdir,
+        max_restarts=supervision.max_restarts,
+        delay_s=supervision.delay_s,
+        pattern=supervision.pattern,
+        metrics_file=(
+            restart_metrics_file(run_name, supervision.node_rank) if supervision.metrics else None
+        ),
+        supervisor="master" if supervision.node_rank is None else str(supervision.node_rank),
+        follow=supervision.follow,
     )
+    return [*files, (supervisor_path(run_name, supervision.node_rank), body)]
 
 
-def _stop_elsewhere(service: str, run_name: str, data_dir: str, grace_seconds: int) -> str:
-    """follow_master's stop when the master task is not on this host: the marker set
-    on the shared data dir (this host's path of /data), then a wait for the run's
-    active file to go (the supervisor ends: the grace, its restart delay, a margin)."""
-    run_dir = shlex.quote(f"{data_dir}{LAUNCH_DIR.removeprefix(DATA_MOUNT)}/{run_name}")
-    wait = grace_seconds + 60
-    return f"""if [ -z "$ctr" ] && [ -e {run_dir}/active ]; then
-  touch {run_dir}/stop || {{ echo "stop: cannot set the stop marker in {run_dir}" >&2; exit 1; }}
-  echo "stop: no task of {service} here; its run was taken over elsewhere: stop marker set"
-  for i in $(seq 1 {wait}); do
-    if [ ! -e {run_dir}/active ]; then echo "stop: training exited"; exit 0; fi
-    # A lease not touched for longer than a takeover waits: no supervisor runs the
-    # run any more (its task was replaced or lost with its host): nothing to wait for.
-    age=$(( $(date +%s) - $(stat -c %Y {run_dir}/lease 2>/dev/null || echo 0) ))
-    if [ "$age" -gt {LEASE_S + 10} ]; then
-      echo "stop: the run's lease is ${{age}}s old: no supervisor runs it; nothing to wait for"
-      exit 0
-    fi
-    sleep 1
-  done
-  echo "stop: the run's supervisor did not end in {wait}s (see its launcher.log)" >&2
-  exit 1
-fi
-"""
+def _clear_markers(supervision: Supervision, run_name: str) -> str:
+    """Shell: a new launch clears the stop marker a previous stop left; follow_master:
+    and the run's active file, so its supervisor claims the run with no takeover counted."""
+    cleared = [stop_marker(run_name)]
+    if supervision.follow is not None and supervision.follow.master_moves:
+        cleared.insert(0, active_path(run_name))
+    return f'docker exec -u {TRAIN_UID} "$ctr" rm -f {" ".join(cleared)}\n'
+
+
+def _writes(files: Sequence[tuple[str, str]], run_name: str) -> str:
+    """Shell: each file (path, text) handed to the task, the fork server's client
+    executable. Each is replaced, not rewritten in place: a running supervisor reads its
+    own."""
+    return "\n".join(
+        f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
+        f"sh -c {shlex.quote(replace_file(path, path == forkserver_path(run_name)))}"
+        for path, body in files
+    )
 
 
 def metrics_path(cfg: LaunchSource) -> str:

@@ -1,6 +1,8 @@
-"""Pure renderers of the monitoring stack: Prometheus' configuration, its alert rules
-and the command lines of Prometheus and the node exporters. No Pulumi, no I/O:
-golden files and `promtool test rules` test them (tests/unit/infra/test_prometheus.py).
+"""Pure renderers of the monitoring stack: Prometheus' configuration, a job's scrape
+config and the scripts that hand it over, and the command lines of Prometheus and the
+node exporters. No Pulumi, no I/O: golden files and `promtool test rules` test them
+(tests/unit/infra/test_prometheus.py). The alert rules are infra/render/alerts.py's
+(importable from here as before), what both files share infra/render/promfile.py's.
 
 Discovery is Swarm's DNS on the overlay: `tasks.<service>` resolves to the address
 of every running task of a `dnsrr` service, so Prometheus (a task on the same
@@ -26,20 +28,23 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-import yaml
-
-from infra.config import duration_seconds
 from infra.layout import DATA_MOUNT, TRAIN_UID, training_service_names
-from infra.render.launch import replace_file, task_container
-from infra.render.run import BUDGET_METRIC, METRICS_SUBDIR, RESTARTS_METRIC
+from infra.render.alerts import RESTART_WINDOW as RESTART_WINDOW
+from infra.render.alerts import STEP_MEMORY_S as STEP_MEMORY_S
+from infra.render.alerts import alert_rules as alert_rules
+from infra.render.alerts import slow_expr as slow_expr
+from infra.render.alerts import stall_expr as stall_expr
+from infra.render.promfile import HEADER, dump
+from infra.render.promfile import NODE_JOB as NODE_JOB
+from infra.render.promfile import PROMETHEUS_JOB as PROMETHEUS_JOB
+from infra.render.promfile import TRAIN_JOB as TRAIN_JOB
+from infra.render.promfile import seconds as seconds
+from infra.render.runfiles import METRICS_SUBDIR
 from infra.render.sections import MonitoringSource
+from infra.render.shell import replace_file, task_container
 
 PROMETHEUS_SERVICE = "ds-prometheus"
 NODE_EXPORTER_SERVICE = "ds-node-exporter"
-# What DssRunRestarted looks back over.
-RESTART_WINDOW = "15m"
-# Jobs, as alert rules and dashboards select them.
-TRAIN_JOB, NODE_JOB, PROMETHEUS_JOB = "dss-train", "dss-node", "prometheus"
 # Inside the monitoring containers (monitoring/Dockerfile).
 PROMETHEUS_PORT = 9090
 CONFIG_DIR = "/etc/dss-prometheus"
@@ -48,19 +53,11 @@ RULES_FILE = f"{CONFIG_DIR}/alerts.yml"
 DATA_DIR = "/prometheus"
 # The node exporter reads the host's /proc, /sys and / here (bind mounts, read-only).
 HOST_ROOT = "/host"
-# How far back the stall rule still knows a rank's last step after its target stopped
-# answering (its series went stale); longer than any stall window.
-STEP_MEMORY_S = 3600
 # No secret and nothing per-user here: the monitoring containers run as nobody.
 MONITORING_UID = "65534"
 # A cluster's jobs' scrape configs: files under this folder of the shared data dir,
 # one per job (`<job>.yml`); its Prometheus sees the data dir at DATA_MOUNT, read-only.
 SCRAPE_SUBDIR = "monitoring/jobs"
-
-
-def seconds(n: int) -> str:
-    """A Prometheus duration in seconds (`90s`)."""
-    return f"{n}s"
 
 
 def scrape_timeout(cfg: MonitoringSource) -> str:
@@ -159,12 +156,12 @@ def prometheus_config(cfg: MonitoringSource, *, jobs: bool = False) -> str:
         # Read at start and on SIGHUP (a job's file sends one): Prometheus 2.43+.
         doc["scrape_config_files"] = [job_scrape_path("*")]
     doc["scrape_configs"] = scrape_configs(cfg, runs=not jobs)
-    return _HEADER + _dump(doc)
+    return HEADER + dump(doc)
 
 
 def job_scrape_config(cfg: MonitoringSource, job: str) -> str:
     """Job stack `job`'s file for its cluster's Prometheus: its ranks' scrape config."""
-    return _HEADER + _dump({"scrape_configs": [train_scrape(cfg, job)]})
+    return HEADER + dump({"scrape_configs": [train_scrape(cfg, job)]})
 
 
 def job_scrape_path(job: str, data_dir: str = DATA_MOUNT) -> str:
@@ -223,186 +220,6 @@ echo "scrape: {path} removed"
 {_RELOAD}"""
 
 
-def _train(metric: str) -> str:
-    return f'{metric}{{job="{TRAIN_JOB}"}}'
-
-
-def stall_expr(window: str, recent: str, memory: str) -> str:
-    """A rank whose step has not advanced within `window`, while another rank of its run
-    advanced within `recent` (it lags), or while it no longer answers and another rank
-    of the run does (its process is stopped or hung: in synchronous training the others
-    then wait in a collective, alive but not advancing). `memory` keeps a rank's last
-    step known after its series went stale. Never for a run whose ranks all finished or
-    all stopped answering."""
-    step = _train("dss_train_step")
-    return f"""(
-  last_over_time({step}[{memory}])
-  unless on (run, rank) (changes({step}[{window}]) > 0)
-)
-and on (run, rank)
-(
-  (
-    (last_over_time({step}[{memory}]) unless on (run, rank) {step})
-    and on (run) {step}
-  )
-  or
-  (
-    last_over_time({step}[{memory}])
-    and on (run) (max by (run) (changes({step}[{recent}])) > 0)
-  )
-)
-"""
-
-
-def slow_expr(window: str, factor: float) -> str:
-    """A rank whose own compute time per step exceeds its run's median by `factor`."""
-    per_step = (
-        f"rate({_train('dss_train_compute_seconds_total')}[{window}])\n"
-        f"  / rate({_train('dss_train_steps_total')}[{window}])"
-    )
-    return f"""(
-  {per_step}
-)
-> on (run) group_left ()
-(
-  quantile by (run) (0.5,
-    {per_step.replace(chr(10), chr(10) + "  ")}
-  ) * {factor:g}
-)
-"""
-
-
-def alert_rules(cfg: MonitoringSource) -> str:
-    """The alert rules file: stalled rank, slow rank, GPU memory, overdue checkpoint,
-    automatic restarts and a spent restart budget (the supervisors' text files), target
-    down. Windows are counted in scrape intervals (monitoring.alerts)."""
-    mon, a = cfg.monitoring, cfg.monitoring.alerts
-    scrape = mon.scrape_seconds
-    window = seconds(mon.stall_window_seconds)
-    recent = seconds((a.stall_intervals - 2) * scrape)
-    memory = seconds(max(STEP_MEMORY_S, 2 * mon.stall_window_seconds))
-
-    max_age = duration_seconds(a.checkpoint_max_age)
-    labels = ["run", "rank", "node"]
-    who = " ".join(f"{k} {{{{ $labels.{k} }}}}" for k in labels)
-    # A spare's static targets (host data plane) answer only after a failover.
-    rank_up = f'job="{TRAIN_JOB}"' + (', spare!="true"' if cfg.network.data_plane == "host" else "")
-    rules = [
-        {
-            "alert": "DssRankStalled",
-            "expr": stall_expr(window, recent, memory),
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": f"Training rank stalled: {who}",
-                "description": (
-                    f"The step of this rank has not advanced for {window} "
-                    f"({a.stall_intervals} scrape intervals) while another rank of the run "
-                    "advanced or still answers: its process is stopped, hung or gone. "
-                    "Last step {{ $value }}."
-                ),
-            },
-        },
-        {
-            "alert": "DssRankSlow",
-            "expr": slow_expr(window, a.slow_rank_factor),
-            "for": window,
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": f"Training rank slower than its run: {who}",
-                "description": (
-                    "Its own compute time per step ({{ $value | humanizeDuration }}, batch "
-                    f"and forward pass over {window}) is more than {a.slow_rank_factor:g} "
-                    "times the median of the run's ranks; every rank waits for it."
-                ),
-            },
-        },
-        {
-            "alert": "DssGpuMemoryHigh",
-            "expr": (
-                f"{_train('dss_gpu_memory_used_bytes')}\n"
-                f"  / {_train('dss_gpu_memory_total_bytes')}\n"
-                f"> {a.gpu_memory_ratio:g}\n"
-            ),
-            "for": window,
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": f"GPU memory above {a.gpu_memory_ratio:.0%}: {who}",
-                "description": (
-                    "GPU {{ $labels.gpu_uuid }} has {{ $value | humanizePercentage }} of its "
-                    "memory in use: the next larger batch or activation may run out."
-                ),
-            },
-        },
-        {
-            "alert": "DssCheckpointOverdue",
-            "expr": (
-                "time() - max by (run) ({__name__=~"
-                '"dss_train_last_checkpoint_timestamp_seconds|dss_train_start_timestamp_seconds"'
-                f', job="{TRAIN_JOB}"}})\n> {max_age}\n'
-            ),
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "No checkpoint of run {{ $labels.run }} for too long",
-                "description": (
-                    "The newest complete checkpoint (or the start of training) is "
-                    "{{ $value | humanizeDuration }} old; expected at most "
-                    f"{a.checkpoint_max_age}. A failure now loses that much training."
-                ),
-            },
-        },
-        {
-            "alert": "DssRunRestarted",
-            # Every node exporter reads the same shared files: one series per supervisor.
-            "expr": (
-                f"max by (run, supervisor) (increase({RESTARTS_METRIC}[{RESTART_WINDOW}])) > 0\n"
-            ),
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Run {{ $labels.run }} restarted by its supervisor",
-                "description": (
-                    "The launcher (supervisor {{ $labels.supervisor }}) exited with an error "
-                    "and was restarted from the newest complete checkpoint, about "
-                    f'{{{{ printf "%.0f" $value }}}} time(s) in {RESTART_WINDOW}; the steps since '
-                    "that checkpoint were redone. /data/logs/{{ $labels.run }}/launcher.log "
-                    "says why."
-                ),
-            },
-        },
-        {
-            "alert": "DssRestartBudgetSpent",
-            "expr": f"max by (run, supervisor) ({BUDGET_METRIC}) == 1\n",
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "Run {{ $labels.run }}: restart budget spent, training stopped",
-                "description": (
-                    "The supervisor gave up after training.recovery.max_restarts restarts: "
-                    "no rank trains. `pulumi preview --refresh` shows the run failed; "
-                    "`pulumi up` relaunches it from the newest complete checkpoint."
-                ),
-            },
-        },
-        {
-            "alert": "DssTargetDown",
-            "expr": (
-                f'up{{job!="{TRAIN_JOB}"}} == 0\nor\n(\n'
-                f"  up{{{rank_up}}} == 0\n"
-                f'  and on (run) (max by (run) (up{{job="{TRAIN_JOB}"}}) == 1)\n)\n'
-            ),
-            "for": window,
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "Target down: {{ $labels.job }} {{ $labels.instance }}",
-                "description": (
-                    f"Prometheus could not scrape it for {window}. A training rank counts "
-                    "only while another rank of its run answers (a finished or stopped run "
-                    "is not down)."
-                ),
-            },
-        },
-    ]
-    return _HEADER + _dump({"groups": [{"name": "deepspeed-swarm", "rules": rules}]})
-
-
 def prometheus_args(cfg: MonitoringSource) -> list[str]:
     """Prometheus' command line in its task."""
     mon = cfg.monitoring
@@ -433,25 +250,3 @@ def node_exporter_args(cfg: MonitoringSource) -> list[str]:
         "--no-collector.systemd",
         f"--collector.textfile.directory={textfiles}",
     ]
-
-
-# The old path stays in the header: the text is part of the rendered config, which
-# names the Swarm config by its content; another header would replace the config
-# and restart Prometheus on a stack that changed nothing.
-_HEADER = "# Rendered by infra/prometheus.py from the stack config; do not edit.\n"
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block style for multi-line strings (PromQL), insertion order kept."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def _dump(doc: Any) -> str:
-    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1000)

@@ -12,7 +12,7 @@ from infra.layout import DATA_MOUNT, IMAGE_HOME, SECRETS_DIR, SHM_MOUNT
 if TYPE_CHECKING:
     from infra.config.models.stack import StackConfig
 
-# Where the stack itself mounts into every task (infra/components/services.py) and where the
+# Where the stack itself mounts into every task (infra/render/taskspecs.py) and where the
 # image keeps its code (images/Dockerfile); a dataset mount must stay clear of them.
 RESERVED_TARGETS = {
     DATA_MOUNT: "training.data_dir",

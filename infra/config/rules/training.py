@@ -73,7 +73,7 @@ RDMA_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 OVERLAY_IFNAME = "eth0"
 # Below this a final checkpoint of a real model rarely finishes before SIGKILL.
 MIN_CHECKPOINT_GRACE_S = 30
-# /dev/shm, the tmpfs infra/components/services.py sizes from training.shm_size. Never below
+# /dev/shm, the tmpfs infra/render/taskspecs.py sizes from training.shm_size. Never below
 # Docker's own 64 MiB default, which NCCL's shared-memory transport (a segment of
 # about 9 MiB per peer and channel) and the DataLoader's workers (every batch
 # passes through it) already outgrow: smaller ends in "failed to extend /dev/shm"

@@ -1,0 +1,187 @@
+"""What a training launch is given and what it decides before registering anything:
+the launch's inputs (`TrainingLaunchArgs`), where each launcher runs
+(`launch_targets`) with which script (`target_script`), what the run's supervisor
+follows (`follow_of`), the master task's host after a takeover, and the SSH connection
+its remote commands use. TrainingLaunch (infra/components/launch.py) registers the
+resources.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_command as command
+
+from infra.components.clusterref import ClusterRef
+from infra.components.image import TrainingImage
+from infra.components.services import TrainingServices
+from infra.components.swarm import SwarmCluster
+from infra.config import Host, Network, Preflight, Training, duration_seconds
+from infra.render.launch import (
+    Supervision,
+    ds_config_json,
+    hostfile_path,
+    launch_argv,
+    launch_script,
+)
+from infra.render.roster import RosterEntry
+from infra.render.supervisor import MASTER_ADDR_SLOT, Follow
+
+
+@dataclass(frozen=True)
+class TrainingLaunchArgs:
+    """The training job, its master and training hosts, how to reach them over SSH,
+    the data plane, and the services, swarm and image the tasks run on."""
+
+    training: Training
+    master: Host
+    training_hosts: Sequence[Host]
+    """The hosts with a training task when all are up: the roster expects one each."""
+    hosts: Sequence[Host]
+    """Every host: on the host data plane a task's address is its host's (a spare too)."""
+    network: Network
+    """`data_plane`: where the hostfile's addresses come from."""
+    preflight: Preflight
+    """`ssh_private_key_file`: the key the launch connects with (else the agent)."""
+    services: TrainingServices
+    swarm: SwarmCluster | ClusterRef
+    image: TrainingImage | ClusterRef
+    restart_metrics: bool = False
+    """The supervisors keep their restart counts as Prometheus text files on the data
+    dir, for the node exporters (monitoring.enabled). Default false: the launch script
+    is what it was without monitoring."""
+
+
+def connection(
+    preflight: Preflight, host: Host | pulumi.Output[Host]
+) -> command.remote.ConnectionArgs:
+    """SSH connection for remote commands: the configured key file (lab), else the agent.
+    `host` may be known only once the roster is read (follow_master's launch)."""
+    address: pulumi.Input[str]
+    port: pulumi.Input[int]
+    user: pulumi.Input[str]
+    if isinstance(host, Host):
+        address, port, user = host.address, host.ssh_port, host.ssh_user
+    else:
+        address = host.apply(lambda h: h.address)
+        port = host.apply(lambda h: h.ssh_port)
+        user = host.apply(lambda h: h.ssh_user)
+    key_file = preflight.ssh_private_key_file
+    if key_file:
+        return command.remote.ConnectionArgs(
+            host=address,
+            port=port,
+            user=user,
+            private_key=pulumi.Output.secret(Path(key_file).read_text()),
+        )
+    return command.remote.ConnectionArgs(
+        host=address,
+        port=port,
+        user=user,
+        agent_socket_path=os.environ.get("SSH_AUTH_SOCK", ""),
+    )
+
+
+def master_on_spare(hosts: Sequence[Host], entries: Sequence[RosterEntry]) -> str | None:
+    """follow_master: the warning when the launch found the master task on a spare (an
+    update replaced it, and Swarm, which spreads tasks by count, put the new one
+    there): the run trains, but the spare is no longer free for a lost host."""
+    spares = {h.name for h in hosts if h.spare}
+    if not entries or entries[0]["node"] not in spares:
+        return None
+    node = entries[0]["node"]
+    return (
+        f"training.recovery.follow_master: ds-master runs on the spare {node!r} (an update "
+        "placed it there), so the spare cannot take a lost host's task; move it home: "
+        f"docker node update --availability drain {node}, then active (the master's host "
+        "takes the run over; docs/run.md)"
+    )
+
+
+def master_host(hosts: Sequence[Host], configured: Host, entries: Sequence[RosterEntry]) -> Host:
+    """The host the roster found the master task on (the first entry's node), else the
+    configured master (no entries yet, or a node that is not in the config)."""
+    if not entries:
+        return configured
+    return next((h for h in hosts if h.name == entries[0]["node"]), configured)
+
+
+def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
+    """What the supervisor follows (training.recovery.follow_moves), else None: the
+    worker tasks where Swarm moved them, and with follow_master the master task too
+    (a master task that starts again takes the run over: infra/task/takeover.py)."""
+    t = args.training
+    if not t.recovery.follow_moves:
+        return None
+    host_plane = args.network.data_plane == "host"
+    moves = t.recovery.follow_master
+    return Follow(
+        hostfile=hostfile_path(t),
+        port=t.sshd_port,
+        names=() if host_plane else (f"tasks.{args.services.worker_name}",),
+        addresses=tuple(h.address for h in args.hosts) if host_plane else (),
+        forget_host_keys=host_plane,
+        # Only where set: a run that follows only its workers keeps its settings.
+        master_names=(f"tasks.{args.services.master_name}",) if moves and not host_plane else (),
+        master_moves=moves,
+        pattern=task_script if moves else "",
+        max_takeovers=t.recovery.max_restarts if moves else 0,
+        stop_grace_s=duration_seconds(t.stop_grace_period) if moves else 0,
+    )
+
+
+LaunchTarget = tuple[Host, str, int | None]
+"""Where a launcher runs: the host, the service whose task it runs in, its node rank
+(None: the one SSH-based launch on the master)."""
+
+
+def launch_targets(args: TrainingLaunchArgs) -> list[LaunchTarget]:
+    """pdsh: one launcher on the master reaches every node over SSH. no_ssh/torchrun:
+    one launcher per node, each told its node rank."""
+    t = args.training
+    master_svc, worker_svc = args.services.master_name, args.services.worker_name
+    if t.launcher == "deepspeed" and t.launch_mode != "no_ssh":
+        return [(args.master, master_svc, None)]
+    return [(h, master_svc if i == 0 else worker_svc, i) for i, h in enumerate(args.training_hosts)]
+
+
+def target_script(
+    args: TrainingLaunchArgs,
+    task_script: str,
+    follow: Follow | None,
+    hostfile: str,
+    master_address: str,
+    service: str,
+    node_rank: int | None,
+) -> str:
+    """The launch script of one target, once the roster gave the hostfile and the
+    master task's address."""
+    t = args.training
+    # follow_master: the supervisor reads rank 0's address from the hostfile at
+    # each attempt (the master may have moved since the launch).
+    master = MASTER_ADDR_SLOT if follow is not None and follow.master_moves else master_address
+    nnodes = len(args.training_hosts)
+    return launch_script(
+        service=service,
+        argv=launch_argv(args, master, nnodes, node_rank, script=task_script),
+        run_name=t.run_name,
+        hostfile=hostfile,
+        ds_config=ds_config_json(t),
+        # With RDMA declared, the launch waits for NCCL to name its transport and fails
+        # (stopping the run) on sockets: never a silent run at a tenth of the bandwidth.
+        check_transport=task_script if any(h.rdma_interface for h in args.hosts) else "",
+        forget_host_keys=args.network.data_plane == "host",
+        supervision=Supervision(
+            max_restarts=t.recovery.max_restarts,
+            delay_s=duration_seconds(t.recovery.restart_delay),
+            pattern=task_script,
+            node_rank=node_rank,
+            metrics=args.restart_metrics,
+            follow=follow,
+        ),
+        fork_server=t.fork_server,
+    )
