@@ -15,9 +15,9 @@ import pytest
 
 from harness.lab import docker, host_index, lab_cli, lab_status, shared
 from tests.acceptance.report import RESULTS, Row, record
-from tests.engine.conftest import code, engine, make_stack, monitoring_images
+from tests.engine.conftest import code, engine, lab, make_stack, monitoring_images
 
-__all__ = ["code", "engine", "make_stack", "monitoring_images"]
+__all__ = ["code", "engine", "lab", "make_stack", "monitoring_images"]
 """The engine suite's fixtures, found by pytest by name."""
 
 HOSTS = 9

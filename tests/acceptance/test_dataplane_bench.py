@@ -2,7 +2,7 @@
 full numbers are in docs/benchmarks.md. It starts and takes down its own lab.
 
 Part of scripts/acceptance, not of scripts/test: it checks a benchmark, not the program
-(whose data planes tests/engine/test_dataplane.py covers), and its minutes (about 8
+(whose data planes tests/acceptance/test_dataplane_dev.py covers), and its minutes (about 8
 with the training rows) keep the CI run under its 60-minute budget."""
 
 from __future__ import annotations

@@ -4,7 +4,13 @@ one deployed stack: every target up, one loss series per rank, a no-op stays a n
 a rank whose process is stopped (SIGSTOP inside its task, the task itself left
 alone) fires DssRankStalled for that rank only, within the stall window, and a rank
 killed is restarted by the supervisor, counted in dss_run_restarts_total and alerted
-as DssRunRestarted."""
+as DssRunRestarted.
+
+In the acceptance suite, not the test command (it was tests/engine/test_monitoring.py,
+3.4 min there): the test command keeps monitoring under the engine through
+tests/engine/test_jobs.py (monitoring added to a cluster stack as its only change,
+Prometheus scraping the job's ranks) and the alert rules against a real Prometheus
+in tests/image/test_monitoring_alerts.py."""
 
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from harness.stack import Stack
 from harness.waits import wait_for
 from tests.engine.conftest import MakeStack
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.acceptance
 
 RUN = "monitored"
 SECRET = "wandb-monitoring-3b9d2a"

@@ -1,7 +1,12 @@
 """The host data plane on the lab with the real engine: the training tasks on Swarm's
 `host` network, the hostfile and rendezvous on the hosts' addresses, gloo over the
 hosts' own interface, and a stack that is a no-op after `up` (preview and refresh).
-Tests run in file order against one deployed stack."""
+Tests run in file order against one deployed stack.
+
+In the acceptance suite, not the test command (it was tests/engine/test_dataplane.py,
+2.6 min there): the test command keeps the host data plane's rendering under unit
+tests and golden files; the acceptance suite deploys it here, and trains, loses and
+takes over a master on it in test_takeover_host.py."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from harness.stack import Stack
 from lab import config as c
 from tests.engine.conftest import MakeStack
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.acceptance
 
 RUN = "hostplane"
 LAB_NET = ipaddress.ip_network("10.213.0.0/24")
