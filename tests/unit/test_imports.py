@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.astwalk import child_statements
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,14 +68,7 @@ def _walk(nodes: list[ast.stmt], top: bool) -> Iterator[tuple[ast.stmt, bool]]:
             yield from _walk(node.body, False)
             yield from _walk(node.orelse, top)
         else:
-            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-                children = getattr(node, field, None) or []
-                stmts = [c for c in children if isinstance(c, ast.stmt)]
-                for child in children:
-                    # except handlers and match cases hold statements of their own
-                    if isinstance(child, ast.ExceptHandler | ast.match_case):
-                        stmts += child.body
-                yield from _walk(stmts, top)
+            yield from _walk(child_statements(node), top)
 
 
 def imports(path: Path, root: Path = ROOT) -> list[Import]:

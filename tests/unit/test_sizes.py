@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.astwalk import child_statements
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,14 +69,7 @@ def functions(tree: ast.Module) -> Iterator[Function]:
             elif isinstance(node, ast.ClassDef):
                 yield from walk(node.body, f"{prefix}{node.name}.")
             else:
-                for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-                    children = getattr(node, field, None) or []
-                    stmts = [c for c in children if isinstance(c, ast.stmt)]
-                    for child in children:
-                        # except handlers and match cases hold statements of their own
-                        if isinstance(child, ast.ExceptHandler | ast.match_case):
-                            stmts += child.body
-                    yield from walk(stmts, prefix)
+                yield from walk(child_statements(node), prefix)
 
     yield from walk(tree.body, "")
 
