@@ -54,13 +54,15 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
             continue
 
 
-def run_bounded(cmd: list[str], timeout_s: float, log: Path) -> tuple[int | None, str]:
+def run_bounded(
+    cmd: list[str], timeout_s: float, log: Path, env: dict[str, str] | None = None
+) -> tuple[int | None, str]:
     """Run `cmd` in a process group of its own, stdout returned, stderr to `log`.
     Returns (exit code, stdout), or (None, "") when it outlived `timeout_s`; then, as on
     Ctrl-C, the whole group is killed: docker CLIs, debootstrap, the shells between."""
     with log.open("w") as err:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True
+            cmd, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True, env=env
         )
         try:
             out, _ = proc.communicate(timeout=timeout_s)
@@ -83,9 +85,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     logs = Path(tempfile.mkdtemp(prefix="dss-prebuild-"))
     env_log = logs / "prebuild.log"
-    os.environ["DSS_PREBUILD_LOG"] = str(logs)
+    env = os.environ | {"DSS_PREBUILD_LOG": str(logs)}  # the steps' logs, for the child only
     t0 = time.monotonic()
-    rc, out = run_bounded([str(PREBUILD), *args], PREBUILD_TIMEOUT_S, env_log)
+    rc, out = run_bounded([str(PREBUILD), *args], PREBUILD_TIMEOUT_S, env_log, env)
     took = time.monotonic() - t0
     _prebuild_s.append(took)
     text = env_log.read_text()
