@@ -40,12 +40,15 @@ LOCKED = "currently locked"
 
 @pytest.fixture(scope="module")
 def stack(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
-    """The dev stack's config under another run name, not yet deployed."""
-    return make_stack(
-        "test-faults",
-        dev_config(run_name=RUN, steps=5000, checkpoint_every=10),
-        {"wandb_api_key": SECRET},
-    )
+    """The dev stack's config under another run name, not yet deployed.
+
+    Its stop grace is 20 s, not the dev stack's 60 s: when lab-h2's dockerd stops, the
+    relaunch's stop finds the master's rank blocked on its gone peer and waits the whole
+    grace before its SIGKILL (the test checks that `up` converges, not how long the stop
+    waits); a final checkpoint of this run takes under a second."""
+    config = dev_config(run_name=RUN, steps=5000, checkpoint_every=10)
+    config["deepspeed-swarm:training"]["stop_grace_period"] = "20s"
+    return make_stack("test-faults", config, {"wandb_api_key": SECRET})
 
 
 def kill_session(sid: int) -> None:

@@ -1,10 +1,10 @@
 """Changes previewed by the real engine on the dev stack, and the verdicts the PR
 comment must give each (delivery/impact.py).
 
-tests/engine/test_preview.py makes each change on a deployed dev stack, runs
-`pulumi preview --json`, checks the verdicts and, with `DSS_UPDATE_FIXTURES=1`,
-writes the digest to fixtures/real/<case>.json; tests/unit/delivery/test_real_previews.py
-classifies those files without an engine. One table, so the two cannot disagree.
+tests/engine/test_stack.py (`test_preview_verdicts`) makes each change on its deployed
+dev stack, runs `pulumi preview --json`, checks the verdicts and, with
+`DSS_UPDATE_FIXTURES=1`, writes the digest to fixtures/real/<case>.json;
+tests/unit/delivery/test_real_previews.py classifies those files without an engine. One table, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from delivery.preview import Change, stack_of
 REAL = Path(__file__).parent / "fixtures" / "real"
 UPDATE_ENV = "DSS_UPDATE_FIXTURES"
 HOW_TO_CAPTURE = (
-    f"{UPDATE_ENV}=1 .venv/bin/python -m pytest tests/engine/test_preview.py "
+    f"{UPDATE_ENV}=1 .venv/bin/python -m pytest tests/engine/test_stack.py -k preview "
     "(needs the lab and the pinned toolchain), then commit tests/unit/delivery/fixtures/real/"
 )
 WANDB_SECRET = "wandb-4e8a1f6c-not-for-logs"
