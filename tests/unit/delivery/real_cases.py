@@ -4,7 +4,8 @@ comment must give each (delivery/impact.py).
 tests/engine/test_stack.py (`test_preview_verdicts`) makes each change on its deployed
 dev stack, runs `pulumi preview --json`, checks the verdicts and, with
 `DSS_UPDATE_FIXTURES=1`, writes the digest to fixtures/real/<case>.json;
-tests/unit/delivery/test_real_previews.py classifies those files without an engine. One table, so the two cannot disagree.
+tests/unit/delivery/test_real_previews.py classifies those files without an engine. One
+table, so the two cannot disagree.
 """
 
 from __future__ import annotations
