@@ -170,7 +170,8 @@ RULES: tuple[Rule, ...] = (
         "training.code.dir",
         "error",
         "With training.command, `.deepspeed_env` in it: KEY=VALUE lines (no blank "
-        "line), each VALUE one shell word, no variable the launcher sets per rank.",
+        'line), no space around VALUE nor a bare `"` in it (DeepSpeed exports it in double '
+        "quotes), no variable the launcher sets per rank.",
         command.deepspeed_env,
     ),
     Rule(

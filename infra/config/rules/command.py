@@ -139,7 +139,9 @@ def ds_config_file_warnings(cfg: StackConfig) -> list[str]:
 def deepspeed_env(cfg: StackConfig) -> list[str]:
     """`.deepspeed_env` in the code dir, line by line, as DeepSpeed's runner reads it:
     each line split on its first `=` (a blank line, or one without `=`, raises there),
-    `export KEY=VALUE` of the stripped halves on every node (so VALUE is shell text)."""
+    both halves stripped, and `export KEY="VALUE"` on every node (so VALUE is shell
+    text inside double quotes: `$VAR` and `$(...)` expand, a `"` ends the quote). The
+    launch reads the file the same way under every launcher (infra/render/command.py)."""
     t = cfg.training
     # Only a command's launch hands the file to the ranks (a launch of training.script
     # runs in the image's directory, where DeepSpeed never looks in the code dir).
@@ -164,21 +166,31 @@ def _env_line(line: str) -> str:
             "has no '=' (DeepSpeed's runner raises on it; a blank line too); allowed: "
             "KEY=VALUE lines only, no blank or comment lines"
         )
-    key = key.strip()
     if not _NAME.match(key):
-        return f"names {key!r}; allowed: a variable name ([A-Za-z_][A-Za-z0-9_]*)"
+        return f"names {key!r}; allowed: a variable name ([A-Za-z_][A-Za-z0-9_]*) before '='"
     if key in LAUNCHER_ENV:
         return (
             f"sets {key}, which the launcher sets per rank; allowed: any variable except "
             f"{', '.join(LAUNCHER_ENV)}"
         )
-    try:
-        words = shlex.split(value.strip())
-    except ValueError as e:
-        return f"has a value a shell cannot read ({e}); allowed: one shell word"
-    if len(words) > 1:
+    if value != value.strip():
+        return "has spaces around its value (DeepSpeed strips them); allowed: none"
+    if _bare_quote(value):
         return (
-            "has a value a shell splits into several words (DeepSpeed exports it "
-            'unquoted); allowed: one shell word, e.g. KEY="a b"'
+            'has a " in its value, which ends the double quotes DeepSpeed puts the value '
+            'in; allowed: the value unquoted (`$VAR` and `$(...)` expand), \\" for a quote'
         )
     return ""
+
+
+def _bare_quote(value: str) -> bool:
+    """Whether `value` has a `"` no backslash escapes."""
+    escaped = False
+    for ch in value:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            return True
+    return False

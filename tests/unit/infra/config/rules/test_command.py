@@ -188,8 +188,8 @@ def test_ds_config_absolute_is_not_read(raw: dict[str, Any], code: Path) -> None
 
 
 def test_deepspeed_env_good(raw: dict[str, Any], code: Path) -> None:
-    """`.deepspeed_env` with KEY=VALUE lines passes."""
-    (code / ".deepspeed_env").write_text('FOO=1\nBAR="a b"\nPATHS=/x:$PATH')
+    """`.deepspeed_env` with KEY=VALUE lines (shell text, unquoted) passes."""
+    (code / ".deepspeed_env").write_text('FOO=1\nBAR=a b\nPATHS=/x:$PATH\nQ=say \\"hi\\"')
     assert parse_stack_config(with_command(raw, code)).training.code.dir == str(code)
 
 
@@ -207,7 +207,7 @@ def test_deepspeed_env_bad_name(raw: dict[str, Any], code: Path) -> None:
     (code / ".deepspeed_env").write_text("# note=x\n")
     assert problems(with_command(raw, code)) == [
         f"{code}/.deepspeed_env line 1: '# note=x' names '# note'; allowed: a variable name "
-        "([A-Za-z_][A-Za-z0-9_]*)"
+        "([A-Za-z_][A-Za-z0-9_]*) before '='"
     ]
 
 
@@ -220,10 +220,17 @@ def test_deepspeed_env_launcher_variable(raw: dict[str, Any], code: Path) -> Non
     )
 
 
-def test_deepspeed_env_unquoted_words(raw: dict[str, Any], code: Path) -> None:
-    """A value a shell splits is refused: DeepSpeed exports it unquoted."""
-    (code / ".deepspeed_env").write_text("FOO=a b\n")
+def test_deepspeed_env_spaces_around_value(raw: dict[str, Any], code: Path) -> None:
+    """Spaces around a value are refused: DeepSpeed strips them, a shell would not."""
+    (code / ".deepspeed_env").write_text("FOO= 1\n")
     assert problems(with_command(raw, code)) == [
-        f"{code}/.deepspeed_env line 1: 'FOO=a b' has a value a shell splits into several "
-        'words (DeepSpeed exports it unquoted); allowed: one shell word, e.g. KEY="a b"'
+        f"{code}/.deepspeed_env line 1: 'FOO= 1' has spaces around its value (DeepSpeed "
+        "strips them); allowed: none"
     ]
+
+
+def test_deepspeed_env_quoted_value(raw: dict[str, Any], code: Path) -> None:
+    """A quoted value is refused: DeepSpeed's own double quotes would end at it."""
+    (code / ".deepspeed_env").write_text('FOO="a b"\n')
+    (message,) = problems(with_command(raw, code))
+    assert message.startswith(f'{code}/.deepspeed_env line 1: \'FOO="a b"\' has a " in its value')
