@@ -60,6 +60,12 @@ class Supervision:
     follow: Follow | None = None
     """training.recovery.follow_moves: the supervisor follows tasks Swarm moved
     (infra/task/follow.py, written beside it)."""
+    env_file: tuple[str, str] | None = None
+    """training.command: the launch's environment file (path, text), written beside the
+    supervisor (infra/render/command.py)."""
+    setup: str = ""
+    """training.command: shell the supervisor runs before its loop (the run's
+    directories, the environment file handed on). Empty: the supervisor as before."""
 
 
 def hostfile_path(t: Training) -> str:
@@ -308,7 +314,7 @@ def _supervised_files(
     """The files a supervised launch writes beside the hostfile (path, text): with
     follow_moves the follow program and its settings (follow_master: the takeover
     program and ranks.py too), then the supervisor of launcher command `cmd`."""
-    files = []
+    files = [supervision.env_file] if supervision.env_file is not None else []
     if supervision.follow is not None:
         # Before the supervisor: a new one runs them at its first attempt.
         files.append((follow_path(run_name), follow_program()))
@@ -328,6 +334,7 @@ def _supervised_files(
         ),
         supervisor="master" if supervision.node_rank is None else str(supervision.node_rank),
         follow=supervision.follow,
+        setup=supervision.setup,
     )
     return [*files, (supervisor_path(run_name, supervision.node_rank), body)]
 

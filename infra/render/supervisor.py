@@ -167,6 +167,7 @@ def supervisor_script(
     metrics_file: str | None = None,
     supervisor: str = "master",
     follow: Follow | None = None,
+    setup: str = "",
 ) -> str:
     """The supervisor: runs the launcher `cmd`; when it exits non-zero and no stop was
     asked for, records the restart, kills the ranks left on this node (a rank blocked on
@@ -185,7 +186,10 @@ def supervisor_script(
     from the tasks that answer (infra/task/follow.py `rebuild`), and the launcher runs
     in the background under `watch`, which stops it (a restart) once a hostfile address
     stops answering: the run resumes on the task Swarm moved with no `pulumi up`.
-    Without it the loop is what it always was."""
+    Without it the loop is what it always was.
+
+    `setup` (training.command): shell run once after the `cd`, before the loop (the
+    run's directories and environment: infra/render/command.py env_setup)."""
     log = launcher_log(run_name)
     restarts = f"{log_dir(run_name)}/{RESTARTS_FILE}"
     stop = stop_marker(run_name)
@@ -211,7 +215,7 @@ def supervisor_script(
 set -u
 mkdir -p {q(log_dir(run_name))}
 cd {q(workdir)}
-{claim}{metrics}restarts=0
+{setup}{claim}{metrics}restarts=0
 while :; do
 {top}  rc=0
 {attempt}{lost}  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then {release}exit "$rc"; fi

@@ -192,6 +192,11 @@ class Training(_Model):
     """Port of the tasks' sshd (pdsh). Default 2222."""
     env: dict[str, str] = {}
     """Extra environment (NCCL_*, ...). Default none."""
+    secret_env: dict[str, str] = {}
+    """With `command`: variables every rank gets from the stack's secrets, `VAR: <secret
+    name>` (a name under `secrets`). The launch's environment file reads each as
+    `VAR=$(cat /run/secrets/<name>)` on the rank's node, so no value enters a file, the
+    state or a log. Default none."""
     data_dir: str = "/data"
     """Host path of the shared file system, mounted read-write at /data. Default `/data`."""
     datasets: list[Mount] = []

@@ -167,6 +167,12 @@ RULES: tuple[Rule, ...] = (
         command.ds_config_file,
     ),
     Rule(
+        "training.secret_env",
+        "error",
+        "With training.command: variable names a rank may be given, each a secret of the stack.",
+        command.secret_env,
+    ),
+    Rule(
         "training.code.dir",
         "error",
         "With training.command, `.deepspeed_env` in it: KEY=VALUE lines (no blank "

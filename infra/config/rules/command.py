@@ -90,6 +90,28 @@ def command_script(cfg: StackConfig) -> list[str]:
     ]
 
 
+def secret_env(cfg: StackConfig) -> list[str]:
+    t = cfg.training
+    if t.secret_env and t.command is None:
+        return [
+            f"training.secret_env: {sorted(t.secret_env)} without training.command; allowed: "
+            "with a command (its environment file carries them), or unset"
+        ]
+    out = []
+    for var, name in t.secret_env.items():
+        if not _NAME.match(var) or var in LAUNCHER_ENV:
+            out.append(
+                f"training.secret_env: {var!r} is not a variable a rank may be given; "
+                f"allowed: a name ([A-Za-z_][A-Za-z0-9_]*), none of {', '.join(LAUNCHER_ENV)}"
+            )
+        if name not in cfg.secret_names:
+            out.append(
+                f"training.secret_env.{var}: {name!r} is not a secret of the stack; allowed: "
+                f"{', '.join(cfg.secret_names) or 'a name under secrets (none set)'}"
+            )
+    return out
+
+
 def _ds_file(cfg: StackConfig) -> tuple[deepspeed.DsSource | None, list[str]]:
     """The DeepSpeed config file the command names (`--deepspeed_config X`, X in the code
     dir) as the rules' source, or the problems reading it. Nothing to judge without

@@ -234,3 +234,41 @@ def test_deepspeed_env_quoted_value(raw: dict[str, Any], code: Path) -> None:
     (code / ".deepspeed_env").write_text('FOO="a b"\n')
     (message,) = problems(with_command(raw, code))
     assert message.startswith(f'{code}/.deepspeed_env line 1: \'FOO="a b"\' has a " in its value')
+
+
+def test_secret_env_names_a_secret(raw: dict[str, Any], code: Path) -> None:
+    """A secret_env entry naming a secret the stack has passes."""
+    raw = with_command(raw, code)
+    raw["training"]["secret_env"] = {"HF_TOKEN": "hf_token"}
+    raw["secrets"] = {"hf_token": "x"}
+    cfg = parse_stack_config(raw, {"secrets"})
+    assert cfg.training.secret_env == {"HF_TOKEN": "hf_token"}
+
+
+def test_secret_env_unknown_secret(raw: dict[str, Any], code: Path) -> None:
+    """A secret_env entry naming no secret of the stack is refused."""
+    raw = with_command(raw, code)
+    raw["training"]["secret_env"] = {"HF_TOKEN": "hf_token"}
+    assert problems(raw) == [
+        "training.secret_env.HF_TOKEN: 'hf_token' is not a secret of the stack; allowed: a "
+        "name under secrets (none set)"
+    ]
+
+
+def test_secret_env_launcher_variable(raw: dict[str, Any], code: Path) -> None:
+    """A secret_env variable the launcher sets per rank is refused."""
+    raw = with_command(raw, code)
+    raw["training"]["secret_env"] = {"RANK": "tok"}
+    raw["secrets"] = {"tok": "x"}
+    (message,) = problems(raw, {"secrets"})
+    assert message.startswith("training.secret_env: 'RANK' is not a variable a rank may be given")
+
+
+def test_secret_env_without_command(raw: dict[str, Any]) -> None:
+    """secret_env without a command is refused: only a command's env file carries it."""
+    raw["training"]["secret_env"] = {"HF_TOKEN": "tok"}
+    raw["secrets"] = {"tok": "x"}
+    assert problems(raw, {"secrets"}) == [
+        "training.secret_env: ['HF_TOKEN'] without training.command; allowed: with a command "
+        "(its environment file carries them), or unset"
+    ]
