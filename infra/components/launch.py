@@ -55,6 +55,16 @@ def _command_trigger(t: Training) -> str:
     )
 
 
+def _command_record(t: Training, targets: list[LaunchTarget]) -> dict[str, Any]:
+    """The run record's inputs for a command: the nodes whose exit records it reads
+    (`master` under pdsh, else the node ranks) and its stall (only where set)."""
+    stall = "stall_after" in t.recovery.model_fields_set
+    return {
+        "exit_records": ["master" if r is None else str(r) for _, _, r in targets],
+        "stall_after_s": duration_seconds(t.recovery.stall_after) if stall else 0,
+    }
+
+
 def _warn(message: str | None, resource: pulumi.Resource) -> None:
     if message:
         pulumi.log.warn(message, resource=resource)
@@ -305,6 +315,9 @@ class TrainingLaunch(pulumi.ComponentResource):
                     for h, svc, r in targets
                 ],
                 "launched": [c.id for c in self.commands],
+                # training.command only: the run's end is read from each launch target's
+                # exit record; its stall only where stall_after is set (0: never).
+                **(_command_record(t, targets) if t.command is not None else {}),
                 # Only where set: the master task may be found on another host.
                 **({"follow_master": True} if follow is not None and follow.master_moves else {}),
             },

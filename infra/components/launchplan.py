@@ -218,6 +218,7 @@ def target_script(
             follow=follow,
             env_file=env_file,
             setup=setup,
+            exit_record=parsed is not None,
         ),
         fork_server=t.fork_server,
     )
