@@ -118,6 +118,11 @@ def _who(record: dict[str, Any], node: str) -> str:
     return where + (f", rank {rank}" if isinstance(rank, int) else "")
 
 
+def _time(record: dict[str, Any]) -> float:
+    value = record.get("time")
+    return float(value) if isinstance(value, int | float) else float("inf")
+
+
 def command_end(master: Probe, nodes: Sequence[str]) -> RunState:
     """A command's end from its exit records (nothing of it alive): `finished` when
     every launch target's last attempt exited 0; `failed` on a non-zero one, naming
@@ -125,7 +130,12 @@ def command_end(master: Probe, nodes: Sequence[str]) -> RunState:
     exception; `failed` too when a target left no record."""
     step, ckpt, restarts = master.last_step, master.checkpoint or None, master.restarts
     records = master.exits
-    bad = [(n, records[n]) for n in nodes if n in records and records[n].get("rc") != 0]
+    # The earliest failure first: per-node launchers share the launcher log, and the
+    # node whose rank raised ends before the peers its death breaks.
+    bad = sorted(
+        ((n, records[n]) for n in nodes if n in records and records[n].get("rc") != 0),
+        key=lambda item: _time(item[1]),
+    )
     spent = (
         f"restart budget spent after {restarts} automatic restarts; " if master.budget_spent else ""
     )

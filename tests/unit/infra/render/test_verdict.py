@@ -103,3 +103,11 @@ def test_command_stall_from_deepspeed_steps() -> None:
         "stalled",
         "no step for 4000s (stall_after 900s); last step 30",
     )
+
+
+def test_the_earliest_failure_is_named() -> None:
+    """Of two failed per-node launches, the one that ended first is the cause."""
+    first = {"rc": 1, "time": 100, "exception": "ValueError: boom"}
+    later = {"rc": 1, "time": 130, "exception": "RuntimeError: Connection closed by peer"}
+    state = verdict(ended(exits={"0": later, "1": first}), [], 1000, 0, ["0", "1"])
+    assert state.reason == "node 1 exited 1: ValueError: boom"
