@@ -59,7 +59,7 @@ def command_defaults(defaults: dict[str, Any], training: Any) -> dict[str, Any]:
     try:
         if split_command(training["command"]).launcher != "python":
             drop.add("launcher")
-    except (CommandError, TypeError):
+    except (CommandError, TypeError, AttributeError):
         pass  # the model names what is wrong with the command
     return {k: v for k, v in defaults.items() if k not in drop}
 

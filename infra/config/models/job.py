@@ -244,7 +244,7 @@ class Training(_Model):
             return data
         try:
             parsed = split_command(data["command"])
-        except (CommandError, TypeError):
+        except (CommandError, TypeError, AttributeError):
             return data  # the field's own validation names the problem
         if parsed.launcher == "python":
             return data
