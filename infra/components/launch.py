@@ -22,11 +22,13 @@ those names stay importable from here.
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 import pulumi
 import pulumi_command as command
 
+from infra.command import tokens
 from infra.components.code import TrainingCode, TrainingCodeArgs
 from infra.components.gate import BandwidthGate, BandwidthGateArgs
 from infra.components.launchplan import LaunchTarget, launch_targets, target_script
@@ -35,14 +37,32 @@ from infra.components.launchplan import connection as connection
 from infra.components.launchplan import follow_of as follow_of
 from infra.components.launchplan import master_host as master_host
 from infra.components.launchplan import master_on_spare as master_on_spare
-from infra.config import Host, code_dir, duration_seconds
+from infra.config import Host, Training, code_dir, duration_seconds
 from infra.layout import LAUNCH_TYPE, RUN_RECORD_SUFFIX
 from infra.providers.roster import TaskRoster
 from infra.providers.run import TrainingRun
+from infra.render.command import rank_pattern
 from infra.render.launch import ds_config_json, logs_command, metrics_path
 from infra.render.roster import RosterEntry, rank_map, render_hostfile
 from infra.render.runfiles import supervisor_path
 from infra.render.stop import stop_script
+
+
+def _command_trigger(t: Training) -> str:
+    """training.command and secret_env as one canonical text (the launch's trigger)."""
+    return json.dumps(
+        {"command": tokens(t.command or []), "secret_env": t.secret_env}, sort_keys=True
+    )
+
+
+def _command_record(t: Training, targets: list[LaunchTarget]) -> dict[str, Any]:
+    """The run record's inputs for a command: the nodes whose exit records it reads
+    (`master` under pdsh, else the node ranks) and its stall (only where set)."""
+    stall = "stall_after" in t.recovery.model_fields_set
+    return {
+        "exit_records": ["master" if r is None else str(r) for _, _, r in targets],
+        "stall_after_s": duration_seconds(t.recovery.stall_after) if stall else 0,
+    }
 
 
 def _warn(message: str | None, resource: pulumi.Resource) -> None:
@@ -86,10 +106,17 @@ class TrainingLaunch(pulumi.ComponentResource):
         # The code, when synced: on the data dir before anything runs it, its digest
         # in the script's path and the launch's triggers.
         self.code = self._code(name, args, task_entries)
-        task_script = f"{self.code.path}/{t.script}" if self.code else t.script
+        code_path = self.code.path if self.code else None
+        parsed = t.parsed_command
+        # What the stop, the supervisor and the probe look for: the script's path in
+        # the tasks (a command's: infra/render/command.py rank_pattern).
+        if parsed is not None:
+            task_script = rank_pattern(parsed, code_path)
+        else:
+            task_script = f"{self.code.path}/{t.script}" if self.code else t.script
         self.gate = self._gate(name, args, task_script, task_entries)
         targets = launch_targets(args)
-        self.commands = self._commands(name, args, entries, task_script, targets)
+        self.commands = self._commands(name, args, entries, task_script, targets, code_path)
         self.run = self._run_record(name, args, entries, task_script, targets)
         self.register_outputs(
             {
@@ -179,6 +206,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         entries: pulumi.Output[list[RosterEntry]],
         task_script: str,
         targets: list[LaunchTarget],
+        code_path: str | None = None,
     ) -> list[command.remote.Command]:
         """One launch command per target (`<name>-run`, `<name>-run-<rank>`), after the
         roster, the gate and the code: it starts the run, and its delete stops it."""
@@ -201,7 +229,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         for host, service, node_rank in targets:
 
             def script_for(a: list[Any], svc: str = service, rank: int | None = node_rank) -> str:
-                return target_script(args, task_script, follow, a[0], a[1], svc, rank)
+                return target_script(args, task_script, follow, a[0], a[1], svc, rank, code_path)
 
             # follow_master: the pdsh launch goes to the host the master task runs on as
             # the roster read it (an update may place it on a spare); the roster keeps the
@@ -252,6 +280,9 @@ class TrainingLaunch(pulumi.ComponentResource):
             # Turning the fork server on or off relaunches the run (a changed `create`
             # alone would keep the running one). Only where set, as above.
             *(["fork_server"] if t.fork_server else []),
+            # training.command: a changed command or secret variables relaunch the run
+            # (the script's arguments are what it started with). Only where set.
+            *([_command_trigger(t)] if t.command is not None else []),
         ]
 
     def _run_record(
@@ -284,6 +315,9 @@ class TrainingLaunch(pulumi.ComponentResource):
                     for h, svc, r in targets
                 ],
                 "launched": [c.id for c in self.commands],
+                # training.command only: the run's end is read from each launch target's
+                # exit record; its stall only where stall_after is set (0: never).
+                **(_command_record(t, targets) if t.command is not None else {}),
                 # Only where set: the master task may be found on another host.
                 **({"follow_master": True} if follow is not None and follow.master_moves else {}),
             },

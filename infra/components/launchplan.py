@@ -16,14 +16,35 @@ from pathlib import Path
 import pulumi
 import pulumi_command as command
 
+from infra.codedir import excluded
 from infra.components.clusterref import ClusterRef
 from infra.components.image import TrainingImage
 from infra.components.services import TrainingServices
 from infra.components.swarm import SwarmCluster
-from infra.config import Host, Network, Preflight, Training, duration_seconds
+from infra.config import (
+    DEEPSPEED_ENV_FILE,
+    Host,
+    Network,
+    Preflight,
+    Training,
+    code_dir,
+    duration_seconds,
+)
+from infra.layout import IMAGE_HOME
+from infra.render.command import (
+    Placement,
+    RunEnv,
+    command_argv,
+    env_file,
+    env_path,
+    env_setup,
+    run_variables,
+)
+from infra.render.command import workdir as command_workdir
 from infra.render.launch import (
     Supervision,
     ds_config_json,
+    ds_config_path,
     hostfile_path,
     launch_argv,
     launch_script,
@@ -157,17 +178,29 @@ def target_script(
     master_address: str,
     service: str,
     node_rank: int | None,
+    code_path: str | None = None,
 ) -> str:
     """The launch script of one target, once the roster gave the hostfile and the
-    master task's address."""
+    master task's address. `code_path`: the synced code's directory in the tasks (a
+    command's working directory and script), None for the image's code."""
     t = args.training
     # follow_master: the supervisor reads rank 0's address from the hostfile at
     # each attempt (the master may have moved since the launch).
     master = MASTER_ADDR_SLOT if follow is not None and follow.master_moves else master_address
     nnodes = len(args.training_hosts)
+    parsed = t.parsed_command
+    if parsed is None:
+        argv = launch_argv(args, master, nnodes, node_rank, script=task_script)
+        workdir, env_file, setup = IMAGE_HOME, None, ""
+    else:
+        # training.command: its own launch (infra/render/command.py), only where set.
+        where = Placement(master, nnodes, node_rank, hostfile_path(t))
+        argv = command_argv(t, parsed, where, code_path)
+        workdir = command_workdir(code_path)
+        env_file, setup = _command_env(args, code_path, hostfile, node_rank)
     return launch_script(
         service=service,
-        argv=launch_argv(args, master, nnodes, node_rank, script=task_script),
+        argv=argv,
         run_name=t.run_name,
         hostfile=hostfile,
         ds_config=ds_config_json(t),
@@ -175,6 +208,7 @@ def target_script(
         # (stopping the run) on sockets: never a silent run at a tenth of the bandwidth.
         check_transport=task_script if any(h.rdma_interface for h in args.hosts) else "",
         forget_host_keys=args.network.data_plane == "host",
+        workdir=workdir,
         supervision=Supervision(
             max_restarts=t.recovery.max_restarts,
             delay_s=duration_seconds(t.recovery.restart_delay),
@@ -182,6 +216,32 @@ def target_script(
             node_rank=node_rank,
             metrics=args.restart_metrics,
             follow=follow,
+            env_file=env_file,
+            setup=setup,
+            exit_record=parsed is not None,
         ),
         fork_server=t.fork_server,
     )
+
+
+def deepspeed_env_text(t: Training) -> str:
+    """The code dir's `.deepspeed_env` as the launch hands it on ('' without one, or
+    when training.code.exclude leaves it out of the code)."""
+    if t.code.dir is None or excluded(DEEPSPEED_ENV_FILE, t.code.exclude):
+        return ""
+    path = code_dir(t.code.dir) / DEEPSPEED_ENV_FILE
+    return path.read_text() if path.is_file() else ""
+
+
+def _command_env(
+    args: TrainingLaunchArgs, code_path: str | None, hostfile: str, node_rank: int | None
+) -> tuple[tuple[str, str], str]:
+    """training.command: the launch's environment file (path, text) and the
+    supervisor's setup that hands it to the ranks."""
+    t = args.training
+    nodes = [line.split()[0] for line in hostfile.splitlines() if line.strip()]
+    run_vars = run_variables(t, code_path, nodes, node_rank, ds_config_path(t))
+    extra = RunEnv(deepspeed_env_text(t), t.env, t.secret_env)
+    path = env_path(t.run_name, node_rank)
+    pdsh = node_rank is None
+    return (path, env_file(run_vars, extra)), env_setup(t, path, run_vars, pdsh)

@@ -56,6 +56,7 @@ from infra.config.reference import (
 )
 from infra.config.rules import RULES, Rule, Severity
 from infra.config.rules.code import code_dir
+from infra.config.rules.command import DEEPSPEED_ENV_FILE
 from infra.config.rules.deepspeed import (
     DS_OPTIMIZERS,
     DS_SCHEDULERS,
@@ -89,6 +90,7 @@ from infra.layout import DATA_MOUNT, DEFAULT_SCRIPT, IMAGE_HOME, PROJECT, SECRET
 __all__ = [
     "CONFIG_KEYS",
     "DATA_MOUNT",
+    "DEEPSPEED_ENV_FILE",
     "DEFAULT_SCRIPT",
     "DOCKER_POOLS",
     "DS_OPTIMIZERS",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from infra.command import CommandError, split_command
 from infra.config.stackfile import stack_file_values
 
 JOB_KEYS = ("kind", "cluster", "training")
@@ -45,6 +46,22 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     for k, v in over.items():
         out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+def command_defaults(defaults: dict[str, Any], training: Any) -> dict[str, Any]:
+    """The cluster's job defaults for a job's `training`: with a `command`, without the
+    cluster's `script` and `args` (the project's trainer's, which the command replaces:
+    the rules refuse them beside a command), nor its `launcher` where the command names
+    one (the command's launcher is the run's)."""
+    if not isinstance(training, dict) or training.get("command") is None:
+        return defaults
+    drop = {"script", "args"}
+    try:
+        if split_command(training["command"]).launcher != "python":
+            drop.add("launcher")
+    except (CommandError, TypeError, AttributeError):
+        pass  # the model names what is wrong with the command
+    return {k: v for k, v in defaults.items() if k not in drop}
 
 
 def job_config(
@@ -92,7 +109,7 @@ def job_config(
     if problems:
         return job, set(), problems
     raw = {k: v for k, v in cluster.items() if k not in CLUSTER_ONLY}
-    defaults = cluster.get("training") or {}
+    defaults = command_defaults(cluster.get("training") or {}, training)
     raw["training"] = merged(defaults, {**training, "run_name": stack})
     raw["kind"], raw["cluster"] = "job", name
     # Only the secrets' names: their values stay encrypted in the cluster's file and

@@ -57,6 +57,8 @@ CONFIG_KEYS = (
     "stall_after_s",
     "max_restarts",
     "launched",
+    # training.command only (absent, as before, elsewhere: equal in olds and news).
+    "exit_records",
 )
 RELAUNCH_WAIT_S = 60
 
@@ -102,7 +104,9 @@ def _probe(props: dict[str, Any], task: dict[str, Any]) -> Probe:
     if ctr is None:  # the task is gone: nothing of the run runs there
         return parse_probe("")
     env = probe_env(props["run_name"], props["script"])
-    return parse_probe(_exec(ctr, probe_script(props["run_name"]), env))
+    # training.command: the probe also reads the exit records (only where set).
+    script = probe_script(props["run_name"], command=bool(props.get("exit_records")))
+    return parse_probe(_exec(ctr, script, env))
 
 
 def _first_line(e: Exception) -> str:
@@ -123,7 +127,13 @@ def observe(props: dict[str, Any]) -> RunState:
         return RunState("unknown", f"cannot read the master task: {_first_line(master)}")
     # One host's loss must not hide the others.
     alive = [p for p in others if not isinstance(p, Exception)]
-    return verdict(master, alive, props["target_steps"], props["stall_after_s"])
+    return verdict(
+        master,
+        alive,
+        props["target_steps"],
+        props["stall_after_s"],
+        props.get("exit_records") or (),
+    )
 
 
 def _attempt(props: dict[str, Any], task: dict[str, Any]) -> Probe | Exception:

@@ -24,6 +24,7 @@ from infra.render.roster import rank_map as rank_map
 from infra.render.roster import render_hostfile as render_hostfile
 from infra.render.runfiles import (
     active_path,
+    exitrecord_path,
     follow_path,
     follow_program,
     follow_settings_path,
@@ -60,6 +61,15 @@ class Supervision:
     follow: Follow | None = None
     """training.recovery.follow_moves: the supervisor follows tasks Swarm moved
     (infra/task/follow.py, written beside it)."""
+    env_file: tuple[str, str] | None = None
+    """training.command: the launch's environment file (path, text), written beside the
+    supervisor (infra/render/command.py)."""
+    setup: str = ""
+    """training.command: shell the supervisor runs before its loop (the run's
+    directories, the environment file handed on). Empty: the supervisor as before."""
+    exit_record: bool = False
+    """training.command: the supervisor writes an exit record after each attempt
+    (infra/task/exitrecord.py, written beside it)."""
 
 
 def hostfile_path(t: Training) -> str:
@@ -308,7 +318,10 @@ def _supervised_files(
     """The files a supervised launch writes beside the hostfile (path, text): with
     follow_moves the follow program and its settings (follow_master: the takeover
     program and ranks.py too), then the supervisor of launcher command `cmd`."""
-    files = []
+    files = [supervision.env_file] if supervision.env_file is not None else []
+    node = "master" if supervision.node_rank is None else str(supervision.node_rank)
+    if supervision.exit_record:
+        files.append((exitrecord_path(run_name), follow_program("exitrecord.py")))
     if supervision.follow is not None:
         # Before the supervisor: a new one runs them at its first attempt.
         files.append((follow_path(run_name), follow_program()))
@@ -328,6 +341,8 @@ def _supervised_files(
         ),
         supervisor="master" if supervision.node_rank is None else str(supervision.node_rank),
         follow=supervision.follow,
+        setup=supervision.setup,
+        exit_record=node if supervision.exit_record else None,
     )
     return [*files, (supervisor_path(run_name, supervision.node_rank), body)]
 

@@ -101,6 +101,22 @@ def follow_program(name: str = "follow.py") -> str:
     return (Path(__file__).resolve().parents[1] / "task" / name).read_text()
 
 
+EXIT_PREFIX = "exit."
+
+
+def exit_record_path(run_name: str, node: str) -> str:
+    """training.command: a supervisor's exit record of its last attempt
+    (infra/task/exitrecord.py), `exit.<node>.json` in the run's log dir; `node` is
+    `master` (pdsh) or the node rank."""
+    return f"{log_dir(run_name)}/{EXIT_PREFIX}{node}.json"
+
+
+def exitrecord_path(run_name: str) -> str:
+    """training.command: the exit record program (infra/task/exitrecord.py), beside the
+    hostfile."""
+    return f"{LAUNCH_DIR}/{run_name}/exitrecord.py"
+
+
 def log_dir(run_name: str) -> str:
     return f"{DATA_MOUNT}/logs/{run_name}"
 

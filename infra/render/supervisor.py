@@ -20,6 +20,8 @@ from infra.render.runfiles import (
     BUDGET_SPENT,
     RESTARTS_FILE,
     active_path,
+    exit_record_path,
+    exitrecord_path,
     follow_path,
     follow_settings_path,
     launcher_log,
@@ -167,6 +169,8 @@ def supervisor_script(
     metrics_file: str | None = None,
     supervisor: str = "master",
     follow: Follow | None = None,
+    setup: str = "",
+    exit_record: str | None = None,
 ) -> str:
     """The supervisor: runs the launcher `cmd`; when it exits non-zero and no stop was
     asked for, records the restart, kills the ranks left on this node (a rank blocked on
@@ -185,33 +189,34 @@ def supervisor_script(
     from the tasks that answer (infra/task/follow.py `rebuild`), and the launcher runs
     in the background under `watch`, which stops it (a restart) once a hostfile address
     stops answering: the run resumes on the task Swarm moved with no `pulumi up`.
-    Without it the loop is what it always was."""
+    Without it the loop is what it always was.
+
+    `setup` (training.command): shell run once after the `cd`, before the loop (the
+    run's directories and environment: infra/render/command.py env_setup).
+
+    `exit_record` (training.command: the node label, `master` or the node rank): after
+    each attempt the supervisor writes its exit record (infra/task/exitrecord.py) from
+    this attempt's lines of the launcher log; a new supervisor first removes the one
+    a previous launch left."""
     log = launcher_log(run_name)
     restarts = f"{log_dir(run_name)}/{RESTARTS_FILE}"
     stop = stop_marker(run_name)
     q = shlex.quote
-    metrics, count, spent = "", "", ""
-    if metrics_file is not None:
-        text = restart_metrics_text(run_name, supervisor)
-        metrics = (
-            f"metrics() {{\n  mkdir -p {q(metrics_file.rsplit('/', 1)[0])} && "
-            f'printf \'{text}\' "$1" "$2" >{q(metrics_file + ".new")} && '
-            f"mv {q(metrics_file + '.new')} {q(metrics_file)}\n}}\nmetrics 0 0\n"
-        )
-        count = '  metrics "$restarts" 0\n'
-        spent = '    metrics "$restarts" 1\n'
+    metrics, count, spent = _metrics(metrics_file, run_name, supervisor)
     claim, top, lost, release = "", "", "", ""
     if follow is not None and follow.master_moves:
         cmd = cmd.replace(f"--master_addr={MASTER_ADDR_SLOT}", '--master_addr="$master"')
         claim, top, lost, release = _ownership(run_name, pattern)
     attempt = _attempt(cmd, log, pattern, run_name, follow)
+    if exit_record is not None:
+        setup, attempt = _with_exit_record(setup, attempt, log, run_name, exit_record)
     # The old path stays in the first line: the text is part of the launch's script, and
     # another would relaunch every run on a stack that changed nothing.
     return f"""# deepspeed-swarm: the supervisor of run {run_name} (infra/render/run.py)
 set -u
 mkdir -p {q(log_dir(run_name))}
 cd {q(workdir)}
-{claim}{metrics}restarts=0
+{setup}{claim}{metrics}restarts=0
 while :; do
 {top}  rc=0
 {attempt}{lost}  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then {release}exit "$rc"; fi
@@ -263,6 +268,37 @@ def _release(run_name: str) -> str:
     """follow_master, shell before an `exit`: the run's active file removed when it
     still names this supervisor's task (a run ended by itself or stopped)."""
     return f"{{ owner && rm -f {shlex.quote(active_path(run_name))}; }}; "
+
+
+def _metrics(metrics_file: str | None, run_name: str, supervisor: str) -> tuple[str, str, str]:
+    """The supervisor's restart counts as Prometheus text (with a metrics file): the
+    function and its first call, the call at a restart, the call at a spent budget."""
+    if metrics_file is None:
+        return "", "", ""
+    q = shlex.quote
+    text = restart_metrics_text(run_name, supervisor)
+    metrics = (
+        f"metrics() {{\n  mkdir -p {q(metrics_file.rsplit('/', 1)[0])} && "
+        f'printf \'{text}\' "$1" "$2" >{q(metrics_file + ".new")} && '
+        f"mv {q(metrics_file + '.new')} {q(metrics_file)}\n}}\nmetrics 0 0\n"
+    )
+    return metrics, '  metrics "$restarts" 0\n', '    metrics "$restarts" 1\n'
+
+
+def _with_exit_record(
+    setup: str, attempt: str, log: str, run_name: str, node: str
+) -> tuple[str, str]:
+    """The setup and one attempt with the exit record: the log's line count before the
+    attempt, the record written after it (a failure to write it fails no attempt)."""
+    q = shlex.quote
+    out = q(exit_record_path(run_name, node))
+    program = q(exitrecord_path(run_name))
+    before = f'  start=$(grep -c "" {q(log)} 2>/dev/null || true)\n'
+    after = (
+        f'  python3 {program} record {q(log)} "${{start:-0}}" "$rc" {q(node)} {out} '
+        "2>/dev/null || true\n"
+    )
+    return f"rm -f {out}\n{setup}", before + attempt + after
 
 
 def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | None) -> str:

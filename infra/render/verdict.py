@@ -5,7 +5,8 @@ outputs. Pure; no Pulumi, no I/O: tested directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from infra.render.probe import Probe
@@ -39,7 +40,13 @@ class RunState:
         }
 
 
-def verdict(master: Probe, others: list[Probe], target_steps: int, stall_after_s: int) -> RunState:
+def verdict(
+    master: Probe,
+    others: list[Probe],
+    target_steps: int,
+    stall_after_s: int,
+    exit_records: Sequence[str] = (),
+) -> RunState:
     """The run's state from the master task's probe (its metrics, checkpoints and logs
     are rank 0's) and the other launch targets' (SSH-less launches: one per node).
 
@@ -52,7 +59,15 @@ def verdict(master: Probe, others: list[Probe], target_steps: int, stall_after_s
       died after `up` said running: seen on the 8-host lab after a drain.)
     - nothing left: finished when the last step is the target, else failed, with the
       launcher log's last failure line (or the spent budget) as the reason.
+
+    `exit_records` (training.command: the launch targets' nodes, `master` or node ranks):
+    once the master's probe saw any exit record, the run's end is judged from them
+    (`command_end`); progress is DeepSpeed's `[Rank 0] step=` else the metrics file's,
+    and a `stall_after_s` of 0 never stalls (a command's stall only where set). Runs
+    with no exit record keep the judgement above.
     """
+    if exit_records:
+        master = _command_progress(master)
     probes = [master, *others]
     alive = any(p.procs or (p.supervisor and not p.stopping) for p in probes)
     step = master.last_step
@@ -62,7 +77,7 @@ def verdict(master: Probe, others: list[Probe], target_steps: int, stall_after_s
         started = min((p.now - p.age_s for p in procs), default=master.now)
         progress = max(master.last_step_time, float(started))
         idle = master.now - progress
-        if procs and idle > stall_after_s:
+        if procs and idle > stall_after_s and (stall_after_s or not exit_records):
             return RunState(
                 "stalled",
                 f"no step for {int(idle)}s (stall_after {stall_after_s}s); last step {step}",
@@ -71,6 +86,8 @@ def verdict(master: Probe, others: list[Probe], target_steps: int, stall_after_s
                 master.restarts,
             )
         return RunState("running", restarts=master.restarts)
+    if exit_records and master.exits:
+        return command_end(master, exit_records)
     if step >= target_steps:
         return RunState("finished", "", step, ckpt, master.restarts)
     if master.budget_spent:
@@ -80,3 +97,60 @@ def verdict(master: Probe, others: list[Probe], target_steps: int, stall_after_s
     error = master.error
     reason = f"{why}; last step {step}" + (f"; the launcher log says: {error}" if error else "")
     return RunState("failed", reason, step, ckpt, master.restarts)
+
+
+def _command_progress(master: Probe) -> Probe:
+    """A command's progress: DeepSpeed's last step (at the log's last write) where it
+    printed one, else the metrics file's."""
+    if not master.ds_step:
+        return master
+    return replace(master, last_step=master.ds_step, last_step_time=float(master.log_time))
+
+
+def _who(record: dict[str, Any], node: str) -> str:
+    """The failing launch in a reason's words: its node (pdsh: the host the traceback
+    came from, where seen) and the rank torchrun named."""
+    host = record.get("host")
+    where = (
+        f"node {host}" if host else ("the pdsh launcher" if node == "master" else f"node {node}")
+    )
+    rank = record.get("rank")
+    return where + (f", rank {rank}" if isinstance(rank, int) else "")
+
+
+def _time(record: dict[str, Any]) -> float:
+    value = record.get("time")
+    return float(value) if isinstance(value, int | float) else float("inf")
+
+
+def command_end(master: Probe, nodes: Sequence[str]) -> RunState:
+    """A command's end from its exit records (nothing of it alive): `finished` when
+    every launch target's last attempt exited 0; `failed` on a non-zero one, naming
+    the node, the rank where the launcher's output gave it, the exit code and the
+    exception; `failed` too when a target left no record."""
+    step, ckpt, restarts = master.last_step, master.checkpoint or None, master.restarts
+    records = master.exits
+    # The earliest failure first: per-node launchers share the launcher log, and the
+    # node whose rank raised ends before the peers its death breaks.
+    bad = sorted(
+        ((n, records[n]) for n in nodes if n in records and records[n].get("rc") != 0),
+        key=lambda item: _time(item[1]),
+    )
+    spent = (
+        f"restart budget spent after {restarts} automatic restarts; " if master.budget_spent else ""
+    )
+    if bad:
+        node, record = bad[0]
+        exception = str(record.get("exception") or "")
+        reason = f"{spent}{_who(record, node)} exited {record.get('rc')}" + (
+            f": {exception}" if exception else ""
+        )
+        return RunState("failed", reason, step, ckpt, restarts)
+    missing = [n for n in nodes if n not in records]
+    if missing:
+        reason = (
+            f"no training process is left and no exit record from node(s) "
+            f"{', '.join(missing)} (its supervisor was killed?)"
+        )
+        return RunState("failed", reason, step, ckpt, restarts)
+    return RunState("finished", "", step, ckpt, restarts)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
+from infra.command import Command, CommandError, split_command
 from infra.config.models.base import MODEL_CONFIG, Port
 from infra.config.models.cluster import user_labels
 from infra.config.units import duration_seconds, size_bytes
@@ -161,6 +162,15 @@ class Training(_Model):
     """Training code synced from a directory instead of the image's. Default none."""
     args: list[str] = []
     """Extra arguments for the script. Default none."""
+    command: list[str] | str | None = None
+    """The job's command line as typed on one node, a list of words or a shell string:
+    `deepspeed [options] train.py [args]`, `torchrun [options] train.py [args]`,
+    `python -m torch.distributed.run ...`, or `python[3] [-u] train.py|-m module [args]`
+    (run under `launcher`). The program adds only what the launcher needs to span the
+    cluster (hostfile, master address and port, node count and rank, processes per
+    node) and refuses those options here; the script and its arguments are the user's
+    (a script path is relative to `code.dir`). Sets `launcher` (which may only agree);
+    not with `script` or `args`. Default none: `script` with the program's arguments."""
     ds_config: dict[str, Any] | str = "/opt/dss/ds_config.json"
     """DeepSpeed config: an inline object, or a path inside the image. Default the image's."""
     gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 8
@@ -182,6 +192,11 @@ class Training(_Model):
     """Port of the tasks' sshd (pdsh). Default 2222."""
     env: dict[str, str] = {}
     """Extra environment (NCCL_*, ...). Default none."""
+    secret_env: dict[str, str] = {}
+    """With `command`: variables every rank gets from the stack's secrets, `VAR: <secret
+    name>` (a name under `secrets`). The launch's environment file reads each as
+    `VAR=$(cat /run/secrets/<name>)` on the rank's node, so no value enters a file, the
+    state or a log. Default none."""
     data_dir: str = "/data"
     """Host path of the shared file system, mounted read-write at /data. Default `/data`."""
     datasets: list[Mount] = []
@@ -208,6 +223,37 @@ class Training(_Model):
     """Extra labels on the `ds-master` and `ds-worker` services (a team, a cost centre,
     a ticket). Service labels only, not the tasks' containers: changing them restarts
     no task. Keys lower-case, none in `dss.`. Default none."""
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str] | str | None) -> list[str] | str | None:
+        if v is not None:
+            try:
+                split_command(v)
+            except CommandError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _launcher_of_command(cls, data: Any) -> Any:
+        # The command's launcher is the run's, where `launcher` is not given: every
+        # rule and the launch plan read `launcher`. Given and different, the command
+        # rule (infra/config/rules/command.py) refuses it naming both.
+        if not isinstance(data, dict) or data.get("command") is None or "launcher" in data:
+            return data
+        try:
+            parsed = split_command(data["command"])
+        except (CommandError, TypeError, AttributeError):
+            return data  # the field's own validation names the problem
+        if parsed.launcher == "python":
+            return data
+        return {**data, "launcher": parsed.launcher}
+
+    @property
+    def parsed_command(self) -> Command | None:
+        """`command` taken apart (infra/command.py); None without one."""
+        return None if self.command is None else split_command(self.command)
 
     @field_validator("service_labels")
     @classmethod

@@ -9,13 +9,11 @@ table is generated from `RULES`, one row per rule, with its `summary`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from infra.config.rules import (
     code,
-    deepspeed,
+    command,
     hosts,
     image,
     kinds,
@@ -25,23 +23,12 @@ from infra.config.rules import (
     ports,
     training,
 )
-from infra.layout import DEFAULT_SCRIPT
+from infra.config.rules.dsregistry import DEEPSPEED_RULES
+from infra.config.rules.rule import Rule as Rule
+from infra.config.rules.rule import Severity as Severity
 
 if TYPE_CHECKING:
     from infra.config.models.stack import StackConfig
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A cross-key rule: errors refuse the stack, warnings show in the preview."""
-
-    key: str
-    severity: Severity
-    summary: str
-    check: Callable[[StackConfig], list[str]]
-
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -153,6 +140,45 @@ RULES: tuple[Rule, ...] = (
         "error",
         "A directory of at most 64 MiB / 10000 files holding training.script.",
         code.code,
+    ),
+    Rule(
+        "training.command",
+        "error",
+        "Not with training.script or training.args (the command holds both).",
+        command.command_alone,
+    ),
+    Rule(
+        "training.command",
+        "error",
+        "Its launcher (deepspeed, torchrun) is training.launcher's, which may be left unset.",
+        command.command_launcher,
+    ),
+    Rule(
+        "training.command",
+        "error",
+        "With training.code.dir: its script (unless absolute) is a file of the code dir.",
+        command.command_script,
+    ),
+    Rule(
+        "training.command",
+        "error",
+        "With training.code.dir: a `--deepspeed_config` file it names is a JSON object in "
+        "the code dir that passes the training.ds_config rules below (named by file and key).",
+        command.ds_config_file,
+    ),
+    Rule(
+        "training.secret_env",
+        "error",
+        "With training.command: variable names a rank may be given, each a secret of the stack.",
+        command.secret_env,
+    ),
+    Rule(
+        "training.code.dir",
+        "error",
+        "With training.command, `.deepspeed_env` in it: KEY=VALUE lines (no blank "
+        'line), no space around VALUE nor a bare `"` in it (DeepSpeed exports it in double '
+        "quotes), no variable the launcher sets per rank.",
+        command.deepspeed_env,
     ),
     Rule(
         "image.repository",
@@ -314,76 +340,7 @@ RULES: tuple[Rule, ...] = (
         "At most the scrape interval (alerts would lag the data).",
         monitoring.evaluation_interval,
     ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "train_batch_size = micro batch x gradient accumulation x world size (hosts x ranks "
-        "per node); a missing one of the three must divide out evenly.",
-        deepspeed.ds_batch,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        f"With the image's {DEFAULT_SCRIPT}: train_micro_batch_size_per_gpu, "
-        "gradient_accumulation_steps and optimizer.type are set.",
-        deepspeed.ds_image_trainer,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "zero_optimization.stage is 0, 1, 2 or 3.",
-        deepspeed.ds_zero_stage,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "fp16 and bf16 are not both enabled.",
-        deepspeed.ds_precision,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "optimizer.type is a DeepSpeed optimizer or a torch.optim class; no max_grad_norm param.",
-        deepspeed.ds_optimizer,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "scheduler.type is a DeepSpeed schedule or a torch.optim.lr_scheduler class.",
-        deepspeed.ds_scheduler,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "Under ZeRO (stage 1-3): no 1-bit Adam/Lamb or 0/1 Adam; an optimizer other than "
-        "Adam, AdamW, Adagrad, Lion (or Muon) needs zero_allow_untested_optimizer.",
-        deepspeed.ds_zero_optimizer,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "Lamb and OneBitLamb: dynamic loss scaling (no bf16; fp16 with loss_scale 0).",
-        deepspeed.ds_dynamic_loss_scale,
-    ),
-    Rule(
-        "training.ds_config",
-        "error",
-        "offload_optimizer: a ratio below 1 only at stage 3; on GPUs, with a DeepSpeed "
-        "CPU optimizer, not at stage 0.",
-        deepspeed.ds_offload_optimizer,
-    ),
-    Rule(
-        "training.ds_config",
-        "warning",
-        "On a CPU-only run: no ZeRO offload, no fp16.",
-        deepspeed.ds_cpu_only,
-    ),
-    Rule(
-        "training.ds_config",
-        "warning",
-        "offload_param only at ZeRO stage 3 (DeepSpeed ignores it below).",
-        deepspeed.ds_offload_param,
-    ),
+    *DEEPSPEED_RULES,
 )
 
 

@@ -41,6 +41,8 @@ def code(cfg: StackConfig) -> list[str]:
             f"{MAX_CODE_BYTES >> 20} MiB of code (datasets belong in training.datasets or "
             "the data dir; add what is not code to training.code.exclude)"
         )
+    if t.command is not None:
+        return out  # the command's script: infra/config/rules/command.py
     script = PurePosixPath(t.script)
     if script.is_absolute() or ".." in script.parts:
         out.append(

@@ -1,5 +1,7 @@
-"""Rules about an inline DeepSpeed config: batch sizes, the image's trainer, ZeRO stage,
-precision, optimizer and scheduler names (a ds_config path is read only inside the image).
+"""Rules about a DeepSpeed config: batch sizes, the image's trainer, ZeRO stage,
+precision, optimizer and scheduler names. Each judges the inline `training.ds_config`
+(a ds_config path is read only inside the image), or the source it is given: the file a
+`training.command` names as `--deepspeed_config` (infra/config/rules/command.py).
 
 They mirror DeepSpeed 0.17.6; tests/image/test_config_rules.py checks them against
 the DeepSpeed in the image.
@@ -7,6 +9,7 @@ the DeepSpeed in the image.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.config.rules.common import enabled, positive_int
@@ -77,6 +80,28 @@ def ds_config(cfg: StackConfig) -> dict[str, Any]:
     return ds if isinstance(ds, dict) else {}
 
 
+@dataclass(frozen=True)
+class DsSource:
+    """A DeepSpeed config the rules judge and how their messages name it: the inline
+    `training.ds_config` (keys as `training.ds_config.<key>`), or a file the command
+    gives as `--deepspeed_config` (`<file> key <key>`)."""
+
+    ds: dict[str, Any]
+    label: str = "training.ds_config"
+    file: bool = False
+
+    def at(self, key: str = "") -> str:
+        """The config, or one of its keys (dotted), as a message names it."""
+        if not key:
+            return self.label
+        return f"{self.label} key {key}" if self.file else f"{self.label}.{key}"
+
+
+def inline(cfg: StackConfig) -> DsSource:
+    """The inline ds_config as the rules' source ({} when it is a path in the image)."""
+    return DsSource(ds_config(cfg))
+
+
 def zero_stage(ds: dict[str, Any]) -> int | None:
     """The ZeRO stage DeepSpeed reads (legacy `true` is stage 1); None when not one."""
     zero = ds.get("zero_optimization", {})
@@ -88,8 +113,9 @@ def zero_stage(ds: dict[str, Any]) -> int | None:
     return None
 
 
-def ds_batch(cfg: StackConfig) -> list[str]:
-    ds, world = ds_config(cfg), cfg.world_size
+def ds_batch(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    ds, world = src.ds, cfg.world_size
     names = (
         "train_batch_size",
         "train_micro_batch_size_per_gpu",
@@ -98,14 +124,14 @@ def ds_batch(cfg: StackConfig) -> list[str]:
     bad = [n for n in names if n in ds and not positive_int(ds[n])]
     if bad:
         return [
-            f"training.ds_config.{n}: {ds[n]!r} is not a positive integer; allowed: an integer >= 1"
+            f"{src.at(n)}: {ds[n]!r} is not a positive integer; allowed: an integer >= 1"
             for n in bad
         ]
     tbs, micro, ga = (ds.get(n) for n in names)
     if tbs is None:
         if micro is None and ds:
             return [
-                "training.ds_config: neither train_batch_size nor "
+                f"{src.at()}: neither train_batch_size nor "
                 "train_micro_batch_size_per_gpu is set; allowed: either (DeepSpeed "
                 "derives the rest)"
             ]
@@ -118,7 +144,7 @@ def ds_batch(cfg: StackConfig) -> list[str]:
         if tbs == micro * ga * world:
             return []
         return [
-            f"training.ds_config.train_batch_size: {tbs} != train_micro_batch_size_per_gpu "
+            f"{src.at('train_batch_size')}: {tbs} != train_micro_batch_size_per_gpu "
             f"{micro} x gradient_accumulation_steps {ga} x {world_desc} = "
             f"{micro * ga * world}; allowed: {micro * ga * world}, or leave one unset"
         ]
@@ -128,13 +154,14 @@ def ds_batch(cfg: StackConfig) -> list[str]:
     if tbs % divisor == 0:
         return []
     return [
-        f"training.ds_config.train_batch_size: {tbs} is not a multiple of "
+        f"{src.at('train_batch_size')}: {tbs} is not a multiple of "
         f"{' x '.join([*given, world_desc])} = {divisor}; allowed: a multiple of {divisor}"
     ]
 
 
-def ds_image_trainer(cfg: StackConfig) -> list[str]:
-    ds = ds_config(cfg)
+def ds_image_trainer(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    ds = src.ds
     if not ds or cfg.training.script != DEFAULT_SCRIPT:
         return []
     opt = ds.get("optimizer")
@@ -146,38 +173,40 @@ def ds_image_trainer(cfg: StackConfig) -> list[str]:
     if not missing:
         return []
     return [
-        f"training.ds_config: {', '.join(missing)} not set; allowed: set them "
+        f"{src.at()}: {', '.join(missing)} not set; allowed: set them "
         f"({DEFAULT_SCRIPT} in the image requires them)"
     ]
 
 
-def ds_zero_stage(cfg: StackConfig) -> list[str]:
-    zero = ds_config(cfg).get("zero_optimization", {})
+def ds_zero_stage(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    zero = src.ds.get("zero_optimization", {})
     if isinstance(zero, bool):  # DeepSpeed's legacy spelling: true is stage 1
         return []
     stage = zero.get("stage", 0) if isinstance(zero, dict) else None
     if isinstance(stage, int) and not isinstance(stage, bool) and stage in ZERO_STAGES:
         return []
     return [
-        f"training.ds_config.zero_optimization.stage: {stage!r} is not a ZeRO stage; "
+        f"{src.at('zero_optimization.stage')}: {stage!r} is not a ZeRO stage; "
         f"allowed: {', '.join(map(str, ZERO_STAGES))}"
     ]
 
 
-def ds_precision(cfg: StackConfig) -> list[str]:
-    ds = ds_config(cfg)
+def ds_precision(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    ds = src.ds
     # DeepSpeed reads `bf16`, falling back to the older `bfloat16` spelling.
     bf16 = ds.get("bf16", ds.get("bfloat16"))
     if enabled(ds.get("fp16")) and enabled(bf16):
         return [
-            "training.ds_config: fp16.enabled and bf16.enabled are both true; allowed: "
-            "at most one of them"
+            f"{src.at()}: fp16.enabled and bf16.enabled are both true; allowed: at most one of them"
         ]
     return []
 
 
-def ds_optimizer(cfg: StackConfig) -> list[str]:
-    opt = ds_config(cfg).get("optimizer")
+def ds_optimizer(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    opt = src.ds.get("optimizer")
     if not isinstance(opt, dict):
         return []
     out = []
@@ -186,38 +215,40 @@ def ds_optimizer(cfg: StackConfig) -> list[str]:
         isinstance(name, str) and (name.lower() in DS_OPTIMIZERS or name in TORCH_OPTIMIZERS)
     ):
         out.append(
-            f"training.ds_config.optimizer.type: {name!r} is not an optimizer DeepSpeed "
+            f"{src.at('optimizer.type')}: {name!r} is not an optimizer DeepSpeed "
             f"knows; allowed: {', '.join(DS_OPTIMIZERS)} (any case), or torch.optim's "
             f"{', '.join(TORCH_OPTIMIZERS)}"
         )
     params = opt.get("params")
     if isinstance(params, dict) and "max_grad_norm" in params:
         out.append(
-            "training.ds_config.optimizer.params.max_grad_norm: DeepSpeed refuses it; "
+            f"{src.at('optimizer.params.max_grad_norm')}: DeepSpeed refuses it; "
             "allowed: the top-level gradient_clipping key"
         )
     return out
 
 
-def ds_scheduler(cfg: StackConfig) -> list[str]:
-    sched = ds_config(cfg).get("scheduler")
+def ds_scheduler(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    sched = src.ds.get("scheduler")
     name = sched.get("type") if isinstance(sched, dict) else None
     if name is None or name in DS_SCHEDULERS or name in TORCH_SCHEDULERS:
         return []
     return [
-        f"training.ds_config.scheduler.type: {name!r} is not a scheduler DeepSpeed knows; "
+        f"{src.at('scheduler.type')}: {name!r} is not a scheduler DeepSpeed knows; "
         f"allowed: {', '.join(DS_SCHEDULERS)}, or torch.optim.lr_scheduler's "
         f"{', '.join(TORCH_SCHEDULERS)}"
     ]
 
 
-def ds_cpu_only(cfg: StackConfig) -> list[str]:
+def ds_cpu_only(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
     if not cfg.training.cpu_only:
         return []
-    ds = ds_config(cfg)
+    ds = src.ds
     zero = ds.get("zero_optimization")
     out = [
-        f"training.ds_config.zero_optimization.{part}: offloads to "
+        f"{src.at('zero_optimization.' + part)}: offloads to "
         f"{section.get('device')!r} on a CPU-only run, where the model already lives in "
         "host memory"
         for part in ("offload_optimizer", "offload_param")
@@ -227,7 +258,7 @@ def ds_cpu_only(cfg: StackConfig) -> list[str]:
     ]
     if enabled(ds.get("fp16")):
         out.append(
-            "training.ds_config.fp16: enabled on a CPU-only run; DeepSpeed's CPU "
+            f"{src.at('fp16')}: enabled on a CPU-only run; DeepSpeed's CPU "
             "accelerator refuses fp16 unless the CPU has native fp16 (use bf16)"
         )
     return out
@@ -270,29 +301,31 @@ def _offload(ds: dict[str, Any], part: str) -> dict[str, Any] | None:
     return section if isinstance(section, dict) else None
 
 
-def ds_zero_optimizer(cfg: StackConfig) -> list[str]:
-    ds = ds_config(cfg)
+def ds_zero_optimizer(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    ds = src.ds
     stage, opt = zero_stage(ds), _optimizer(ds)
     if not stage or opt is None:
         return []
     written, name = opt
     if name in ZERO_INCOMPATIBLE_OPTIMIZERS:
         return [
-            f"training.ds_config.optimizer.type: {written!r} does not run under ZeRO "
+            f"{src.at('optimizer.type')}: {written!r} does not run under ZeRO "
             f"(zero_optimization.stage {stage}); allowed: zero_optimization.stage 0, or "
             "another optimizer"
         ]
     if name in ZERO_TESTED_OPTIMIZERS or ds.get("zero_allow_untested_optimizer"):
         return []
     return [
-        f"training.ds_config.optimizer.type: {written!r} is not an optimizer DeepSpeed has "
+        f"{src.at('optimizer.type')}: {written!r} is not an optimizer DeepSpeed has "
         f"tested with ZeRO (zero_optimization.stage {stage}); allowed: Adam, AdamW, Adagrad "
         "or Lion, or zero_allow_untested_optimizer: true"
     ]
 
 
-def ds_dynamic_loss_scale(cfg: StackConfig) -> list[str]:
-    ds = ds_config(cfg)
+def ds_dynamic_loss_scale(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    ds = src.ds
     opt = _optimizer(ds)
     if opt is None or opt[1] not in DYNAMIC_SCALE_OPTIMIZERS:
         return []
@@ -309,13 +342,14 @@ def ds_dynamic_loss_scale(cfg: StackConfig) -> list[str]:
     else:
         return []
     return [
-        f"training.ds_config.optimizer.type: {opt[0]!r} needs dynamic loss scaling, but "
+        f"{src.at('optimizer.type')}: {opt[0]!r} needs dynamic loss scaling, but "
         f"{why}; allowed: fp16 with loss_scale 0, or neither fp16 nor bf16"
     ]
 
 
-def ds_offload_optimizer(cfg: StackConfig) -> list[str]:
-    ds = ds_config(cfg)
+def ds_offload_optimizer(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    ds = src.ds
     stage, section = zero_stage(ds), _offload(ds, "offload_optimizer")
     if stage is None or section is None:
         return []
@@ -324,7 +358,7 @@ def ds_offload_optimizer(cfg: StackConfig) -> list[str]:
     # zero/config.py offload_ratio_check.
     if isinstance(ratio, int | float) and ratio < 1.0 and stage != 3:
         out.append(
-            f"training.ds_config.zero_optimization.offload_optimizer.ratio: {ratio} at ZeRO "
+            f"{src.at('zero_optimization.offload_optimizer.ratio')}: {ratio} at ZeRO "
             f"stage {stage}; allowed: 1.0 (DeepSpeed offloads partially only at stage 3)"
         )
     device, opt, t = section.get("device", "none"), _optimizer(ds), cfg.training
@@ -341,7 +375,7 @@ def ds_offload_optimizer(cfg: StackConfig) -> list[str]:
     ):
         # Without ZeRO nothing moves the parameters off the GPUs.
         out.append(
-            f"training.ds_config.zero_optimization.offload_optimizer: offloads to {device!r} "
+            f"{src.at('zero_optimization.offload_optimizer')}: offloads to {device!r} "
             f"at ZeRO stage 0, where DeepSpeed's CPU {opt[0]} would step parameters that stay "
             "on the GPUs and fails; allowed: zero_optimization.stage 1, 2 or 3, or no "
             "offload_optimizer"
@@ -349,14 +383,15 @@ def ds_offload_optimizer(cfg: StackConfig) -> list[str]:
     return out
 
 
-def ds_offload_param(cfg: StackConfig) -> list[str]:
-    ds = ds_config(cfg)
+def ds_offload_param(cfg: StackConfig, src: DsSource | None = None) -> list[str]:
+    src = src or inline(cfg)
+    ds = src.ds
     stage, section = zero_stage(ds), _offload(ds, "offload_param")
     device = section.get("device", "none") if section is not None else "none"
     # Only the stage 3 optimizer reads offload_param (engine._configure_zero_optimizer).
     if stage is None or stage == 3 or device == "none":
         return []
     return [
-        f"training.ds_config.zero_optimization.offload_param: offloads to {device!r} at ZeRO "
+        f"{src.at('zero_optimization.offload_param')}: offloads to {device!r} at ZeRO "
         f"stage {stage}; DeepSpeed offloads parameters only at stage 3 and ignores it here"
     ]

@@ -104,6 +104,23 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "prod-tls": {"stack": "prod", "tls": True},
     # Training code synced from a directory (written per test), not the image's.
     "dev-code": {"stack": "dev", "code": True},
+    # A job as a code dir and a command (training.command, written per test): each
+    # launcher and launch mode, the environment file with training.env and a secret.
+    "dev-command": {
+        "stack": "dev",
+        "command": "deepspeed train.py --deepspeed --deepspeed_config ds_config.json",
+    },
+    "dev-command-no-ssh": {
+        "stack": "dev",
+        "command": "deepspeed train.py --deepspeed --deepspeed_config ds_config.json",
+        "training": {"launch_mode": "no_ssh"},
+    },
+    "dev-command-torchrun": {
+        "stack": "dev",
+        "command": ["torchrun", "--max_restarts", "0", "train.py", "--epochs", "2"],
+        "training": {"launcher": "torchrun"},
+    },
+    "dev-command-python": {"stack": "dev", "command": "python -u -m pkg.model --x 1"},
     # A cluster stack (docs/jobs.md): no run; its idle services keep a single stack's
     # names (test_jobs_migration.py turns one into the other).
     "dev-cluster": {"stack": "dev", "kind": "cluster"},
@@ -111,6 +128,17 @@ VARIANTS: dict[str, dict[str, Any]] = {
 # The synced code of the `code` variants: fixed bytes, so a fixed digest.
 CODE_FILES = {"train.py": "print('golden')\n", "pkg/model.py": "X = 1\n"}
 CODE_PLACEHOLDER = "<code-dir>"
+# The `command` variants' code dir: the tutorial's shape (a config and DeepSpeed's
+# environment file beside the script).
+COMMAND_FILES = {
+    **CODE_FILES,
+    "ds_config.json": '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2}\n',
+    ".deepspeed_env": "GREETING=hello $USER\nOMP_NUM_THREADS=1\n",
+}
+COMMAND_TRAINING = {
+    "env": {"QUOTED": 'a "b" $c'},
+    "secret_env": {"WANDB_API_KEY": "wandb_api_key"},
+}
 TLS_PLACEHOLDER = "<tls-dir>"
 # Stand-ins for the content tags of images/ and monitoring/ (12 hex digits, as real ones).
 IMAGES_TAG = "1a9e5000000a"
@@ -177,7 +205,7 @@ def _registrations(
     monkeypatch.setattr(image_component, "tree_hash", lambda root, length=12: IMAGES_TAG)
     monkeypatch.setattr(monitoring_component, "tree_hash", lambda root, length=12: MONITORING_TAG)
     pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="unit", preview=False)
-    sections = {k: v for k, v in variant.items() if k not in ("stack", "tls", "code")}
+    sections = {k: v for k, v in variant.items() if k not in ("stack", "tls", "code", "command")}
     raw = _variant(variant["stack"], **sections)
     if variant.get("tls"):
         tls = tmp_path / "tls"
@@ -198,6 +226,13 @@ def _registrations(
             (tmp_path / "code" / rel).write_text(text)
         code = {"code": {"dir": str(tmp_path / "code")}, "script": "train.py"}
         raw["training"] = {**raw["training"], **code}
+    if variant.get("command"):
+        for rel, text in COMMAND_FILES.items():
+            (tmp_path / "code" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "code" / rel).write_text(text)
+        training = {k: v for k, v in raw["training"].items() if k not in ("script", "args")}
+        code = {"code": {"dir": str(tmp_path / "code")}, "command": variant["command"]}
+        raw["training"] = {**training, **code, **COMMAND_TRAINING}
     names = sorted(raw.pop("secrets", {}))
     raw["secrets"] = {n: SECRET_VALUES[n] for n in names}
     key_file = tmp_path / "id_ed25519"

@@ -160,3 +160,25 @@ def test_a_host_change_changes_the_digest(tmp_path: Path) -> None:
     hosts = stack_config("dev")["hosts"]
     cluster_file(tmp_path, hosts=[hosts[0], {**hosts[1], "labels": {"rack": "r2"}}])
     assert digest() != before
+
+
+def test_a_command_job_drops_the_clusters_trainer_defaults(tmp_path: Path) -> None:
+    """A job with a torchrun command on a cluster whose defaults name deepspeed and the
+    project's trainer's args: the command's launcher, no args, accepted."""
+    cluster_file(tmp_path)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print(1)\n")
+    command = "torchrun train.py --epochs 2"
+    raw, secret_keys, problems = job_config(
+        job(command=command, code={"dir": str(code)}), "exp1", tmp_path
+    )
+    t = parse_stack_config(raw, secret_keys).training
+    assert (problems, t.launcher, t.args, t.command) == ([], "torchrun", [], command)
+
+
+def test_a_plain_script_job_keeps_the_clusters_launcher(tmp_path: Path) -> None:
+    """A plain python command runs under the cluster's launcher default."""
+    cluster_file(tmp_path)
+    raw, _, _ = job_config(job(command="python -m pkg.train"), "exp1", tmp_path)
+    assert raw["training"]["launcher"] == "deepspeed" and "args" not in raw["training"]

@@ -135,3 +135,11 @@ def test_stall_window_needs_three_intervals(raw: dict[str, Any]) -> None:
     assert problems(raw) == [
         "monitoring.alerts.stall_intervals: Input should be greater than or equal to 3 (got 2)"
     ]
+
+
+def test_command_of_non_words_is_refused_by_its_type(raw: dict[str, Any]) -> None:
+    """A command list of numbers is a type error naming the key, not a crash."""
+    raw["training"]["command"] = [1]
+    assert (
+        problems(raw)[0] == "training.command.list[str][0]: Input should be a valid string (got 1)"
+    )

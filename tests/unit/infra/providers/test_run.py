@@ -155,3 +155,32 @@ def test_without_follow_master_the_recorded_host_is_the_only_one(
     containers(monkeypatch, {"unix:///h3": {"ds-master": "ctr-on-h3"}})
     plain = {k: v for k, v in MOVING.items() if k != "follow_master"}
     assert run._container(plain, plain["tasks"][0]) is None
+
+
+class _Ctr:
+    """A container whose exec returns `out` and records the scripts it ran."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+        self.scripts: list[str] = []
+
+    def exec_run(self, argv: list[str], environment: dict[str, str], user: str) -> Any:
+        self.scripts.append(argv[-1])
+        return type("R", (), {"output": self.out.encode()})()
+
+
+def test_a_command_run_is_judged_by_its_exit_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """training.command (`exit_records` set): the probe reads the records, and a record
+    rc 0 of every launch target is finished below the target step."""
+    ctr = _Ctr('exit.master={"rc": 0}\n')
+    monkeypatch.setattr(run, "service_container", lambda _e, _s: ctr)
+    state = run.observe({**PROPS, "exit_records": ["master"], "stall_after_s": 0})
+    assert state.state == "finished" and "exit.*.json" in ctr.scripts[0], state
+
+
+def test_a_train_py_run_ignores_exit_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without `exit_records` the probe is today's and a record changes nothing."""
+    ctr = _Ctr('exit.master={"rc": 0}\n')
+    monkeypatch.setattr(run, "service_container", lambda _e, _s: ctr)
+    state = run.observe(dict(PROPS))
+    assert state.state == "failed" and "exit.*.json" not in ctr.scripts[0], state

@@ -9,6 +9,7 @@ import pytest
 from infra.config import RULES
 from infra.config.rules import (
     code,
+    command,
     deepspeed,
     hosts,
     image,
@@ -31,12 +32,25 @@ HELPERS = {
     "network_env",
     "task_ifname",
     "code_dir",
+    "inline",
 }
 
 
 def test_every_rule_function_is_registered() -> None:
     """Each public rule function of a rule module is in RULES exactly once."""
-    modules = (code, deepspeed, hosts, image, kinds, monitoring, mounts, network, ports, training)
+    modules = (
+        code,
+        command,
+        deepspeed,
+        hosts,
+        image,
+        kinds,
+        monitoring,
+        mounts,
+        network,
+        ports,
+        training,
+    )
     defined = {
         f
         for m in modules
