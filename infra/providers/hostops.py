@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from infra.render.ssh import script_argv
+from infra.sshspec import SshSpec
+
 SSH_TIMEOUT_S = 20
 # At most this many hosts asked at once by `each` (prod: 8 hosts; the lab: 9).
 PARALLEL_HOSTS = 16
@@ -33,13 +36,22 @@ class HostError(Exception):
     """A host could not be reached or answered something unusable."""
 
 
+# The keys of a HostFacts `ssh` input that only the SSH model writes (infra/sshspec.py):
+# a target without any of them is rendered as it was before the model, exactly.
+MODEL_KEYS = ("strict", "jump", "options", "persist_s", "max_per_host", "mux")
+
+
 def ssh_argv(ssh: dict[str, Any]) -> list[str]:
     """`ssh` to a host, running the POSIX shell script it is given on stdin.
 
     `ssh` holds `user`, `address`, `port` and optionally `key_file` and `known_hosts`;
     without a key file the operator's ssh agent and config choose the key, as for a
     plain `ssh`. The script travels on stdin, so nothing of it shows in a process list.
+    A target with a newer key of the SSH model is rendered from it
+    (infra/render/ssh.py: `-F none`, the jump host, the host's shared master).
     """
+    if any(k in ssh for k in MODEL_KEYS):
+        return script_argv(SshSpec.from_props(ssh))
     key = ssh.get("key_file")
     argv = [
         "ssh",

@@ -17,6 +17,7 @@ from infra.config.rules import (
     mounts,
     network,
     ports,
+    ssh,
     training,
 )
 
@@ -31,12 +32,16 @@ HELPERS = {
     "network_env",
     "task_ifname",
     "code_dir",
+    # infra/config/rules/ssh.py: the two halves of its one registered rule.
+    "ssh_settings",
+    "ssh_hosts_known",
 }
 
 
 def test_every_rule_function_is_registered() -> None:
     """Each public rule function of a rule module is in RULES exactly once."""
-    modules = (code, deepspeed, hosts, image, kinds, monitoring, mounts, network, ports, training)
+    modules = (code, deepspeed, hosts, image, kinds, monitoring, mounts, network, ports, ssh,
+               training)  # fmt: skip
     defined = {
         f
         for m in modules
