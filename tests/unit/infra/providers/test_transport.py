@@ -5,9 +5,11 @@ forwarded over it, clients cached, bounded concurrency, TransportError naming th
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import docker
@@ -248,3 +250,16 @@ def test_ssh_run_of_a_model_target_uses_the_transport(fake_ssh: FakeSsh) -> None
     """hostops.ssh_run sends a target the SSH model wrote through the host's master."""
     assert hostops.ssh_run(SPEC.props(), "true\n") == "ran\n"
     assert len(fake_ssh.starts()) == 1
+
+
+def test_no_product_code_asks_docker_py_for_ssh() -> None:
+    """No product module builds a docker-py ssh:// client (`use_ssh_client`, paramiko):
+    every ssh:// engine goes through the transport's forwarded socket."""
+    root = Path(__file__).resolve().parents[4]
+    found = [
+        str(p.relative_to(root))
+        for part in ("infra", "jobs", "ops", "delivery", "policy")
+        for p in (root / part).rglob("*.py")
+        if re.search(r"use_ssh_client\s*=|import paramiko|from paramiko", p.read_text())
+    ]
+    assert found == [], f"docker-py over ssh:// in {found}"
