@@ -283,42 +283,54 @@ def docker_client(url: str, spec: SshSpec) -> Any:
         cached = _clients.get(key)
         if cached is not None and _listening(cached.local):
             return cached.client
-        local = forward(ensure_master(spec, url), parts.socket)
+        master = ensure_master(spec, url)
+        local = forward(master, parts.socket)
         if cached is not None:
             return cached.client  # the same local path answers again
-        client = _new_client(spec, url, local)
+        client = _new_client(master, local)
         _clients[key] = _Client(client, local)
         return client
 
 
-def _new_client(spec: SshSpec, url: str, local: str) -> Any:
+def _why(master: Master) -> str:
+    """What the host's master says now (`ssh -O check`'s last line): why a connection
+    through it broke, or that it still runs and the engine's side went."""
+    return _master_running(master.spec, master.control_path)[1]
+
+
+def _new_client(master: Master, local: str) -> Any:
     import docker
     from docker.errors import DockerException
 
+    spec = master.spec
     try:
         client = docker.DockerClient(
             base_url=f"unix://{local}", timeout=DOCKER_TIMEOUT_S, max_pool_size=spec.max_per_host
         )
     except DockerException as e:
-        raise TransportError(spec.address, url, f"docker over the forward: {e}") from None
-    _bound(client, spec, url)
+        raise TransportError(
+            spec.address, master.url, f"docker: {e}; ssh: {_why(master)}"
+        ) from None
+    _bound(client, master)
     return client
 
 
-def _bound(client: Any, spec: SshSpec, url: str) -> None:
+def _bound(client: Any, master: Master) -> None:
     """Every request of `client` holds one of the host's slots, and a broken connection
-    is a TransportError (an HTTP answer, 404 or 500, is returned as before)."""
+    is a TransportError with what the master says (an HTTP answer, 404 or 500, is
+    returned as before)."""
     import requests
 
     send = client.api.send
-    host_slot = slot(spec)
+    host_slot = slot(master.spec)
 
     def bounded(request: Any, **kwargs: Any) -> Any:
         with host_slot:
             try:
                 return send(request, **kwargs)
             except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
-                raise TransportError(spec.address, url, f"docker: {e}") from None
+                detail = f"docker: {e}; ssh: {_why(master)}"
+                raise TransportError(master.spec.address, master.url, detail) from None
 
     # docker-py's APIClient is a requests.Session: every request goes through `send`.
     client.api.send = bounded

@@ -36,27 +36,32 @@ def _inputs(
     return _render(seen, tmp_path)
 
 
-@pytest.mark.parametrize(
-    "variant",
-    [
-        pytest.param(
-            v,
-            marks=pytest.mark.xfail(
-                strict=True, reason="the launch connection holds SSH_AUTH_SOCK (issue 45, C3)"
-            ),
-        )
-        if v in AGENT_PATH_IN_STATE
-        else v
-        for v in sorted(VARIANTS)
-    ],
-)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_inputs_do_not_depend_on_the_machine(
     variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every registration is the same under two machines' HOME, TMPDIR and SSH agent."""
-    first = _inputs(variant, tmp_path, monkeypatch, MACHINES[0])
-    second = _inputs(variant, tmp_path, monkeypatch, MACHINES[1])
-    assert first == second, f"resources-{variant}: an input follows the machine"
+    """Every registration is the same under two machines' HOME, TMPDIR and SSH agent
+    (the launch's agent path, a known leak until C3, aside)."""
+    texts = []
+    for i, env in enumerate(MACHINES):
+        # A folder per run: a variant writes its key and TLS files there.
+        run_dir = tmp_path / f"machine-{i}"
+        run_dir.mkdir()
+        text = _inputs(variant, run_dir, monkeypatch, env)
+        if variant in AGENT_PATH_IN_STATE:
+            text = text.replace(env["SSH_AUTH_SOCK"], "<agent>")
+        texts.append(text)
+    assert texts[0] == texts[1], f"resources-{variant}: an input follows the machine"
     for env in MACHINES:
         for value in env.values():
-            assert value not in first, f"resources-{variant}: {value} in the inputs"
+            assert value not in texts[0], f"resources-{variant}: {value} in the inputs"
+
+
+@pytest.mark.xfail(strict=True, reason="the launch connection holds SSH_AUTH_SOCK (issue 45, C3)")
+@pytest.mark.parametrize("variant", sorted(AGENT_PATH_IN_STATE))
+def test_agent_path_stays_out_of_the_inputs(
+    variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No SSH_AUTH_SOCK in any input: fails today (prod's launch), passes once C3 lands."""
+    first = _inputs(variant, tmp_path, monkeypatch, MACHINES[0])
+    assert MACHINES[0]["SSH_AUTH_SOCK"] not in first, f"resources-{variant}: agent path"

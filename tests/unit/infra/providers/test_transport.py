@@ -166,8 +166,9 @@ def test_spec_from_props_reaches_the_master(
     assert "UserKnownHostsFile=~/.ssh/kh" in fake_ssh.starts()[0]
 
 
-def test_connection_error_on_a_request_is_a_transport_error() -> None:
-    """A broken connection under a request becomes a TransportError naming the host."""
+def test_connection_error_on_a_request_names_what_the_master_says(fake_ssh: FakeSsh) -> None:
+    """A broken connection under a request: TransportError naming the host, its URL and
+    ssh's line about the master (here: gone)."""
 
     class Broken(FakeApi):
         def send(self, request: Any, **_: Any) -> Any:
@@ -175,15 +176,18 @@ def test_connection_error_on_a_request_is_a_transport_error() -> None:
 
     client = FakeDockerClient()
     client.api = Broken()
-    transport._bound(client, SPEC, URL)
-    with pytest.raises(TransportError, match=r"host gpu-01 \(ssh://root@gpu-01\).*refused"):
+    ctl = transport.control_path(SPEC, URL)
+    transport._bound(client, transport.Master(SPEC, URL, ctl))
+    with pytest.raises(TransportError) as e:
         client.api.send("GET /version")
+    assert str(e.value).startswith("host gpu-01 (ssh://root@gpu-01) cannot be reached")
+    assert e.value.detail.endswith(f"ssh: Control socket connect({ctl}): No such file or directory")
 
 
 def test_an_http_answer_is_not_a_transport_error() -> None:
     """What the engine answers (any status) goes back to docker-py untouched."""
     client = FakeDockerClient()
-    transport._bound(client, SPEC, URL)
+    transport._bound(client, transport.Master(SPEC, URL, "/nonexistent/ctl"))
     assert client.api.send("GET /nodes/x") == "answer"
 
 
