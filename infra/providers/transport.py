@@ -166,6 +166,11 @@ def ensure_master(spec: SshSpec, url: str) -> Master:
     with _flock(f"{ctl}.lock"):
         running, _ = _master_running(spec, ctl)
         if not running:
+            # A socket left by a master that died: a new master finding it would run
+            # without multiplexing ("already exists, disabling multiplexing"), a plain
+            # background connection nobody can join. Nothing answers on it: it goes.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ctl)
             _start_master(spec, url, ctl)
     return Master(spec, url, ctl)
 

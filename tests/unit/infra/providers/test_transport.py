@@ -130,6 +130,16 @@ def test_master_gone_is_made_again(fake_ssh: FakeSsh, clients: list[dict[str, An
     assert (len(fake_ssh.starts()), len(fake_ssh.forwards())) == (2, 2)
 
 
+def test_stale_control_socket_is_removed_before_a_master_starts(fake_ssh: FakeSsh) -> None:
+    """A control socket left by a dead master (nothing answers `-O check`) is removed
+    first: a master finding it would run without multiplexing."""
+    ctl = transport.control_path(SPEC, URL)
+    os.makedirs(os.path.dirname(ctl), exist_ok=True)
+    Path(ctl).write_text("")
+    transport.ensure_master(SPEC, URL)
+    assert not os.path.exists(ctl) and len(fake_ssh.starts()) == 1
+
+
 def test_master_refused_names_host_url_and_ssh_line(
     fake_ssh: FakeSsh, clients: list[dict[str, Any]]
 ) -> None:
