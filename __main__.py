@@ -55,7 +55,9 @@ if cfg.kind == "job":
     )
     swarm = image = network = secrets = cluster
 else:
-    facts = HostFacts(f"{stack}-facts", HostFactsArgs(cfg.hosts, cfg.network, cfg.preflight))
+    facts = HostFacts(
+        f"{stack}-facts", HostFactsArgs(cfg.hosts, cfg.network, cfg.preflight, cfg.ssh)
+    )
     swarm = SwarmCluster(
         f"{stack}-swarm",
         SwarmClusterArgs(

@@ -53,6 +53,8 @@ def stack(n: int, key_file: str) -> dict[str, Any]:
         "training": {"gpus_per_node": 8, "ds_config": "/opt/dss/ds_config.json"},
         # The launch reads the key file while the program runs (a dummy here).
         "preflight": {"ssh_private_key_file": key_file},
+        # As prod: host keys checked (infra/config/rules/ssh.py); nothing is read here.
+        "ssh": {"known_hosts_file": "~/.ssh/known_hosts"},
     }
 
 

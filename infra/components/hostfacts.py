@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pulumi
 
-from infra.config import Host, Network, Preflight
+from infra.config import Host, Network, Preflight, Ssh, host_ssh
 from infra.providers.fabric import RDMA_MTU
 from infra.providers.health import HEALTH_KEYS
 from infra.providers.hostfacts import HostFactsResource
@@ -35,14 +35,19 @@ class FactsSource(Protocol):
     @property
     def preflight(self) -> Preflight: ...
 
+    @property
+    def ssh(self) -> Ssh: ...
+
 
 @dataclass(frozen=True)
 class HostFactsArgs:
-    """What HostFacts reads: the hosts, the overlay's MTUs, the preflight settings."""
+    """What HostFacts reads: the hosts, the overlay's MTUs, the preflight settings, how
+    the hosts are reached over SSH."""
 
     hosts: Sequence[Host]
     network: Network
     preflight: Preflight
+    ssh: Ssh
 
 
 def expected_facts(cfg: FactsSource, host: Host) -> dict[str, Any]:
@@ -149,13 +154,11 @@ def peermem_warning(host: Host, observed: dict[str, Any] | None) -> str:
 
 
 def ssh_target(cfg: FactsSource, host: Host) -> dict[str, Any]:
-    """How the operator's machine reaches a host over SSH (no secrets: agent or key file)."""
-    target: dict[str, Any] = {"user": host.ssh_user, "address": host.address, "port": host.ssh_port}
-    if cfg.preflight.ssh_private_key_file:
-        target["key_file"] = cfg.preflight.ssh_private_key_file
-    if cfg.preflight.ssh_known_hosts_file:
-        target["known_hosts"] = cfg.preflight.ssh_known_hosts_file
-    return target
+    """How the operator's machine reaches a host over SSH (no secrets: agent or key
+    file), as resource inputs: a stack that sets no newer SSH key gets the inputs it
+    always had (infra/sshspec.py `props`)."""
+    i = next(i for i, h in enumerate(cfg.hosts) if h is host or h.name == host.name)
+    return host_ssh(cfg.ssh, cfg.preflight, host, i).props()
 
 
 def facts_props(cfg: FactsSource, host: Host, remedy: str) -> dict[str, Any]:

@@ -41,6 +41,8 @@ from infra.config.models import (
     Preflight,
     Recovery,
     RestartPolicy,
+    Ssh,
+    SshJump,
     StackConfig,
     Training,
 )
@@ -81,6 +83,7 @@ from infra.config.rules.training import (
     STACK_ENV,
     network_env,
 )
+from infra.config.ssh import host_ssh
 from infra.config.stackfile import stack_file_values, stack_file_yaml
 from infra.config.units import duration_seconds, size_bytes
 
@@ -139,11 +142,14 @@ __all__ = [
     "RestartPolicy",
     "Rule",
     "Severity",
+    "Ssh",
+    "SshJump",
     "StackConfig",
     "Training",
     "code_dir",
     "config_reference",
     "duration_seconds",
+    "host_ssh",
     "job_names",
     "load",
     "network_env",

@@ -12,6 +12,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from infra.providers import transport
+from infra.providers.errors import HostError as HostError
+from infra.providers.errors import TransportError as TransportError
+from infra.render.ssh import script_argv
+from infra.sshspec import SshSpec, url_spec
+
 SSH_TIMEOUT_S = 20
 # At most this many hosts asked at once by `each` (prod: 8 hosts; the lab: 9).
 PARALLEL_HOSTS = 16
@@ -29,8 +35,9 @@ def each(items: Sequence[T], fn: Callable[[T], U]) -> list[U]:
         return list(pool.map(fn, items))
 
 
-class HostError(Exception):
-    """A host could not be reached or answered something unusable."""
+# The keys of a HostFacts `ssh` input that only the SSH model writes (infra/sshspec.py):
+# a target without any of them is rendered as it was before the model, exactly.
+MODEL_KEYS = ("strict", "jump", "options", "persist_s", "max_per_host", "mux")
 
 
 def ssh_argv(ssh: dict[str, Any]) -> list[str]:
@@ -39,7 +46,11 @@ def ssh_argv(ssh: dict[str, Any]) -> list[str]:
     `ssh` holds `user`, `address`, `port` and optionally `key_file` and `known_hosts`;
     without a key file the operator's ssh agent and config choose the key, as for a
     plain `ssh`. The script travels on stdin, so nothing of it shows in a process list.
+    A target with a newer key of the SSH model is rendered from it
+    (infra/render/ssh.py: `-F none`, the jump host, the host's shared master).
     """
+    if any(k in ssh for k in MODEL_KEYS):
+        return script_argv(SshSpec.from_props(ssh))
     key = ssh.get("key_file")
     argv = [
         "ssh",
@@ -58,7 +69,12 @@ def ssh_argv(ssh: dict[str, Any]) -> list[str]:
 
 
 def ssh_run(ssh: dict[str, Any], script: str, timeout: int = 60) -> str:
-    """Run a POSIX shell script on a host over SSH (`ssh_argv`) and return its stdout."""
+    """Run a POSIX shell script on a host over SSH (`ssh_argv`) and return its stdout.
+    A target the SSH model wrote goes through infra/providers/transport.py (the host's
+    master when it has one; TransportError when ssh itself fails); an older one runs as
+    it always did."""
+    if any(k in ssh for k in MODEL_KEYS):
+        return transport.run_script(SshSpec.from_props(ssh), script, timeout)
     argv = ssh_argv(ssh)
     try:
         proc = subprocess.run(
@@ -74,16 +90,22 @@ def ssh_run(ssh: dict[str, Any], script: str, timeout: int = 60) -> str:
     return proc.stdout
 
 
-def docker_client(endpoint: dict[str, Any]) -> Any:
-    """A Docker API client for one host's endpoint (`url`, optional `tls`)."""
+def docker_client(endpoint: dict[str, Any], ssh: dict[str, Any] | None = None) -> Any:
+    """A Docker API client for one host's endpoint (`url`, optional `tls`).
+
+    An ssh:// endpoint is reached through the host's forwarded Docker socket
+    (infra/providers/transport.py: one SSH connection per host, no paramiko), with the
+    host's SSH settings `ssh` (a HostFacts-style target) or, without them, what the URL
+    says with strict host keys; docker-py never gets an ssh:// URL. Other endpoints are
+    as they always were."""
     import docker
     from docker.tls import TLSConfig
 
     url = str(endpoint["url"])
-    kwargs: dict[str, Any] = {"base_url": url, "timeout": 120}
     if url.startswith("ssh://"):
-        # The ssh binary honours the operator's ssh config and agent, as `docker -H` does.
-        kwargs["use_ssh_client"] = True
+        spec = SshSpec.from_props(ssh) if ssh else url_spec(url)
+        return transport.docker_client(url, spec)
+    kwargs: dict[str, Any] = {"base_url": url, "timeout": 120}
     tls = endpoint.get("tls")
     if tls:
         kwargs["tls"] = TLSConfig(

@@ -11,6 +11,7 @@ from infra.config.models.cluster import (
 )
 from infra.config.models.job import Code, Image, Mount, Recovery, RestartPolicy, Training
 from infra.config.models.services import Alerts, Gate, Jupyter, Monitoring, Preflight
+from infra.config.models.ssh import HostSsh, Ssh, SshJump
 from infra.config.models.stack import CONFIG_KEYS, StackConfig
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Gate",
     "Gpus",
     "Host",
+    "HostSsh",
     "Image",
     "Jupyter",
     "Monitoring",
@@ -35,6 +37,8 @@ __all__ = [
     "Preflight",
     "Recovery",
     "RestartPolicy",
+    "Ssh",
+    "SshJump",
     "StackConfig",
     "Training",
 ]

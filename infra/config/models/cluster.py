@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from infra.config.models.base import MODEL_CONFIG, Mtu, Port
+from infra.config.models.ssh import HostSsh
 
 
 class _Model(BaseModel):
@@ -80,9 +81,14 @@ class Host(_Model):
     address: str
     """IP address or DNS name that the other hosts and the operator reach it on."""
     ssh_user: str = "root"
-    """SSH user for host commands (facts, launch). Default `root`."""
+    """SSH user for host commands (facts, launch): the older name of `hosts[].ssh.user`,
+    which wins over it (both set and different is refused). Default `root`."""
     ssh_port: Port = 22
-    """SSH port. Default 22."""
+    """SSH port: the older name of `hosts[].ssh.port`, which wins over it (both set and
+    different is refused). Default 22."""
+    ssh: HostSsh = HostSsh()
+    """This host's SSH settings where they differ from the stack's `ssh` block. Default
+    none: the stack's."""
     docker_host: str
     """Docker endpoint: `ssh://user@host`, `unix:///path.sock` or `tcp://host:2376` (TLS only)."""
     docker_tls: DockerTls | None = None

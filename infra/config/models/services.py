@@ -79,10 +79,13 @@ class Preflight(_Model):
     legacy mode; docs/engines.md), so each task sees only the GPUs Swarm assigned
     it. Default true (the lab's fake GPUs turn it off)."""
     ssh_private_key_file: str | None = None
-    """Private key file the operator uses for host SSH (facts, launch). Default: the
-    operator's ssh agent."""
+    """Private key file the operator uses for host SSH (facts, launch): the older name
+    of `ssh.identity_file`, which wins over it (both set and different is refused).
+    Default: the operator's ssh agent."""
     ssh_known_hosts_file: str | None = None
-    """known_hosts to verify host keys against (strict). Default: not verified."""
+    """known_hosts to verify host keys against (strict): the older name of
+    `ssh.known_hosts_file`, which wins over it (both set and different is refused).
+    Default: not verified."""
     gpu_health: bool = True
     """On GPU hosts, refuse (and report as drift) GPU Xid errors in the kernel log since
     the last check, memory pending retirement or remap, failed row remapping and

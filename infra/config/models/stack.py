@@ -13,7 +13,10 @@ from infra.config.models.base import MODEL_CONFIG
 from infra.config.models.cluster import Host, Network
 from infra.config.models.job import Image, Training
 from infra.config.models.services import Jupyter, Monitoring, Preflight
+from infra.config.models.ssh import Ssh
 from infra.config.rules import findings
+from infra.config.ssh import host_ssh
+from infra.sshspec import SshSpec
 
 # Top-level config keys (all in the `deepspeed-swarm:` namespace).
 CONFIG_KEYS = (
@@ -27,6 +30,7 @@ CONFIG_KEYS = (
     "monitoring",
     "kind",
     "cluster",
+    "ssh",
 )
 
 StackKind = Literal["single", "cluster", "job"]
@@ -52,6 +56,8 @@ class StackConfig(BaseModel):
     """Names of the values under `secrets` (the values never enter this model)."""
     preflight: Preflight = Preflight()
     """Host checks before services are created."""
+    ssh: Ssh = Ssh()
+    """How the operator's machine reaches the hosts over SSH (`hosts[].ssh` per host)."""
     jupyter: Jupyter = Jupyter()
     """JupyterLab on the master (optional, off by default)."""
     monitoring: Monitoring = Monitoring()
@@ -104,7 +110,9 @@ class StackConfig(BaseModel):
         cluster's file as the repository has it, and refuses to run while the two differ
         (ClusterRef)."""
         data: dict[str, object] = {
-            "hosts": [h.model_dump(mode="json") for h in self.hosts],
+            # Not how this machine reaches the hosts over SSH (`hosts[].ssh`, like the
+            # stack's `ssh` block): nothing the cluster deployed.
+            "hosts": [h.model_dump(mode="json", exclude={"ssh"}) for h in self.hosts],
             "network": self.network.model_dump(mode="json"),
             # Not the key file's path: where this machine keeps the launch's key, not
             # anything the cluster deployed.
@@ -116,6 +124,11 @@ class StackConfig(BaseModel):
             # before jobs followed the cluster's monitoring.
             data["monitoring"] = self.monitoring.model_dump(mode="json")
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def ssh_for(self, host: Host) -> SshSpec:
+        """How this machine reaches `host` over SSH (infra/config/ssh.py: which key wins)."""
+        i = next(i for i, h in enumerate(self.hosts) if h is host or h.name == host.name)
+        return host_ssh(self.ssh, self.preflight, self.hosts[i], i)
 
     def warnings(self) -> list[str]:
         """What is valid but suspicious: `load()` shows these in the preview."""

@@ -21,6 +21,7 @@ from infra.config.rules import (
     mounts,
     network,
     ports,
+    ssh,
     training,
 )
 from infra.config.rules.dsregistry import DEEPSPEED_RULES
@@ -121,6 +122,13 @@ RULES: tuple[Rule, ...] = (
         "error",
         "One Docker engine endpoint per host.",
         hosts.unique_engines,
+    ),
+    Rule(
+        "ssh, hosts[].ssh",
+        "error",
+        "Older keys (hosts[].ssh_user/ssh_port, preflight.ssh_*) and ssh:// URLs agree with "
+        "the ssh keys; ssh:// hosts need known_hosts_file unless strict: false (then none).",
+        ssh.ssh,
     ),
     Rule("hosts[].gpus.uuids", "error", "A GPU UUID belongs to one host.", hosts.unique_gpus),
     Rule(

@@ -88,7 +88,7 @@ def prometheus_port(cfg: StackConfig) -> list[str]:
     mon = cfg.monitoring
     if not mon.enabled:
         return []
-    taken = {**SWARM_PORTS, cfg.master.ssh_port: f"hosts[0].ssh_port ({cfg.master.name})"}
+    taken = {**SWARM_PORTS, cfg.ssh_for(cfg.master).port: f"hosts[0].ssh_port ({cfg.master.name})"}
     if mon.prometheus_port not in taken:
         return []
     return [
@@ -103,7 +103,7 @@ def jupyter_port(cfg: StackConfig) -> list[str]:
     # Docker fails it at start: only `pulumi up` would tell.
     if not cfg.jupyter.enabled:
         return []
-    taken = {**SWARM_PORTS, cfg.master.ssh_port: f"hosts[0].ssh_port ({cfg.master.name})"}
+    taken = {**SWARM_PORTS, cfg.ssh_for(cfg.master).port: f"hosts[0].ssh_port ({cfg.master.name})"}
     if cfg.monitoring.enabled:
         taken[cfg.monitoring.prometheus_port] = "monitoring.prometheus_port"
     port = cfg.jupyter.port
@@ -129,7 +129,7 @@ def host_data_plane_ports(cfg: StackConfig) -> list[str]:
             port = mon.rank_metrics_port + local_rank
             task_ports.setdefault(port, f"monitoring.rank_metrics_port (local rank {local_rank})")
     taken = {
-        h.ssh_port: f"hosts[{i}].ssh_port ({h.name})"
+        cfg.ssh_for(h).port: f"hosts[{i}].ssh_port ({h.name})"
         for i, h in reversed(list(enumerate(cfg.hosts)))
         if h.availability == "active"
     }

@@ -35,6 +35,8 @@ def small_config() -> dict[str, Any]:
         "hosts": [host(1, "manager"), host(2), host(3)],
         "network": {"mtu": 9000, "underlay_mtu": 9100},
         "training": {"gpus_per_node": 8},
+        # ssh:// hosts have their keys checked (infra/config/rules/ssh.py).
+        "ssh": {"known_hosts_file": "~/.ssh/known_hosts"},
     }
 
 

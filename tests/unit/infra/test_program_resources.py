@@ -170,9 +170,13 @@ def _record(request: Any) -> dict[str, Any]:
 
 
 def _registrations(
-    variant: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    variant: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agent_sock: str = "/run/ssh-agent.sock",
 ) -> list[dict[str, Any]]:
-    """Run __main__.py under mocks for one variant and return every registration."""
+    """Run __main__.py under mocks for one variant and return every registration
+    (`agent_sock`: the SSH_AUTH_SOCK the program sees)."""
     seen: list[dict[str, Any]] = []
     # The SDK's mock monitor is untyped: its methods are wrapped as plain callables.
     original: Any = pulumi_mocks.MockMonitor.RegisterResource
@@ -197,7 +201,7 @@ def _registrations(
     exports: dict[str, Any] = {}
     monkeypatch.setattr(pulumi, "export", lambda name, value: exports.__setitem__(name, value))
     # Without a key file the launch connects through the operator's agent (prod).
-    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/ssh-agent.sock")
+    monkeypatch.setenv("SSH_AUTH_SOCK", agent_sock)
     # Content tags hash the build contexts, git-ignored staging included (images/
     # .wheelhouse exists only after images/prepare): fixed here, so that what hashes
     # a tag further (the task-spec digest of images built on every host) is the same

@@ -67,7 +67,8 @@ def test_unknown_top_level_key(raw: dict[str, Any]) -> None:
         "trainng: unknown config key deepspeed-swarm:trainng; allowed: deepspeed-swarm:hosts, "
         "deepspeed-swarm:network, deepspeed-swarm:image, deepspeed-swarm:training, "
         "deepspeed-swarm:secrets, deepspeed-swarm:preflight, deepspeed-swarm:jupyter, "
-        "deepspeed-swarm:monitoring, deepspeed-swarm:kind, deepspeed-swarm:cluster"
+        "deepspeed-swarm:monitoring, deepspeed-swarm:kind, deepspeed-swarm:cluster, "
+        "deepspeed-swarm:ssh"
     )
 
 

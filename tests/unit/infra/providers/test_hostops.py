@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from infra.providers.hostops import each
+from infra.providers.hostops import each, ssh_argv
 
 pytestmark = pytest.mark.unit
 
@@ -38,3 +38,22 @@ def test_each_raises_the_first_error_in_order() -> None:
 
     with pytest.raises(ValueError, match="item 1"):
         each([0, 1, 2], fail)
+
+
+def test_ssh_argv_of_an_older_target_is_unchanged() -> None:
+    """A target with no newer SSH key renders exactly as before the SSH model."""
+    target = {"user": "root", "address": "10.0.0.1", "port": 22, "key_file": "/k",
+              "known_hosts": "/kh"}  # fmt: skip
+    assert ssh_argv(target) == [
+        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
+        "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=/kh",
+        "-o", "LogLevel=ERROR", "-p", "22", "-i", "/k", "-o", "IdentitiesOnly=yes",
+        "root@10.0.0.1", "sh", "-s",
+    ]  # fmt: skip
+
+
+def test_ssh_argv_of_a_model_target_joins_the_master() -> None:
+    """A target the SSH model wrote (`mux`) is rendered by it: -F none, the master."""
+    argv = ssh_argv({"user": "root", "address": "h", "port": 22, "known_hosts": "/kh",
+                     "mux": True})  # fmt: skip
+    assert argv[:3] == ["ssh", "-F", "none"] and "ControlPath=~/.ssh/dss-%C" in argv

@@ -18,6 +18,7 @@ from infra.config.rules import (
     mounts,
     network,
     ports,
+    ssh,
     training,
 )
 
@@ -33,6 +34,9 @@ HELPERS = {
     "task_ifname",
     "code_dir",
     "inline",
+    # infra/config/rules/ssh.py: the two halves of its one registered rule.
+    "ssh_settings",
+    "ssh_hosts_known",
 }
 
 
@@ -49,6 +53,7 @@ def test_every_rule_function_is_registered() -> None:
         mounts,
         network,
         ports,
+        ssh,
         training,
     )
     defined = {

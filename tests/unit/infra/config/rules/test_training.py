@@ -25,7 +25,11 @@ def test_gpus_per_node_exceeds_host(raw: dict[str, Any]) -> None:
 
 def test_zero_workers_with_multi_node_launcher() -> None:
     """pdsh with a single host (zero workers) is refused; no_ssh is the way out."""
-    raw = {"hosts": [host(1, "manager")], "training": {"launch_mode": "pdsh"}}
+    raw = {
+        "hosts": [host(1, "manager")],
+        "training": {"launch_mode": "pdsh"},
+        "ssh": {"known_hosts_file": "~/.ssh/known_hosts"},
+    }
     assert problems(raw) == [
         "training.launch_mode: 'pdsh' is a multi-node launcher but the stack has zero workers "
         "(one host); allowed: add worker hosts, or launch_mode 'no_ssh'"
