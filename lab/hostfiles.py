@@ -61,8 +61,15 @@ def dockerd_argv(paths: HostPaths, bin_dir: Path | None = None) -> list[str]:
     return [dockerd, "--config-file", str(paths.daemon_json)]
 
 
+SSHD_DEFAULT_MAX_STARTUPS = "10:30:100"
+"""OpenSSH's default `MaxStartups` (sshd_config(5)): unauthenticated connections at once."""
+SSHD_DEFAULT_MAX_SESSIONS = 10
+"""OpenSSH's default `MaxSessions` (sshd_config(5)): sessions on one connection."""
+
+
 def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
-    """sshd_config of host i: root with the lab key only, docker CLI aimed at the host's daemon."""
+    """sshd_config of host i: root with the lab key only, docker CLI aimed at the host's
+    daemon, OpenSSH's default connection limits."""
     lines = [
         "# written by `python -m lab up`",
         "Port 22",
@@ -80,8 +87,11 @@ def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
         "UseDNS no",
         "PrintMotd no",
         "PrintLastLog no",
-        "MaxStartups 100:30:200",
-        "MaxSessions 100",
+        # OpenSSH's own defaults, written out: a prod host's sshd refuses start-ups past
+        # 10 at once (randomly from 10, all at 100) and more than 10 sessions on one
+        # connection, and the lab must find what would hit those limits there.
+        f"MaxStartups {SSHD_DEFAULT_MAX_STARTUPS}",
+        f"MaxSessions {SSHD_DEFAULT_MAX_SESSIONS}",
         "Subsystem sftp internal-sftp",
         f"SetEnv DOCKER_HOST=unix://{paths.socket} PATH={paths.bin_dir}:{STD_PATH}",
     ]

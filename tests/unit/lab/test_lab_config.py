@@ -93,6 +93,7 @@ def test_sshd_config_is_key_only_root_on_host_address() -> None:
     assert opts["PasswordAuthentication"] == "no"
     assert opts["KbdInteractiveAuthentication"] == "no"
     assert opts["UsePAM"] == "no"
+    assert (opts["MaxStartups"], opts["MaxSessions"]) == ("10:30:100", "10"), "not sshd's defaults"
     assert opts["AuthorizedKeysFile"] == "/lab-root/ssh/authorized_keys"
     assert opts["HostKey"] == "/lab-root/h4/ssh_host_ed25519_key"
     assert opts["SetEnv"] == (
