@@ -53,7 +53,7 @@ def main():
         path, client_state = engine.load_checkpoint(ckpt_dir)
         step = int(client_state["step"])
         if rank == 0:
-            print(f"resumed from {path} at step {step}", flush=True)
+            print(f"resumed at step {step} from {path}", flush=True)
 
     # Each rank draws its own random batches.
     gen = torch.Generator().manual_seed(1000 + 7919 * rank + step)
