@@ -141,6 +141,8 @@ def command_ranks_function(ranks: CommandRanks, run_name: str) -> str:
     Under pdsh it runs on every hostfile host through pdsh, as the training user with
     the launcher's sshd port (DeepSpeed's runner sets `PDSH_SSH_ARGS_APPEND` the same
     way), and the hosts' counts are summed; `?` when no host answered."""
+    if not run_name:  # the program is in the run's dir: without it the path is wrong
+        raise ValueError("a command's stop needs run_name; allowed: the run's name")
     q = shlex.quote
     env = f"{MODULE_ENV if ranks.module else SCRIPT_ENV}={ranks.target}"
     program = f"{IMAGE_PYTHON} -S -E {command_ranks_path(run_name)}"

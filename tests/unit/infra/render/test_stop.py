@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from infra.command import split_command
+from infra.layout import IMAGE_PYTHON, LAUNCH_DIR
+from infra.render.command import rank_pattern
+from infra.render.runfiles import follow_program
 from infra.render.stop import CommandRanks, stop_script
 
 pytestmark = pytest.mark.unit
@@ -49,6 +55,12 @@ def test_without_a_command_the_stop_is_as_before() -> None:
     """No command: the stop names the script to ranks.py from stdin, no commandranks.py."""
     stop = stop_script(service="ds-master", grace_seconds=5, pattern=SCRIPT, run_name="run")
     assert "commandranks.py" not in stop and "DSS_RANKS" in stop
+
+
+def test_a_command_stop_without_its_run_name_is_refused() -> None:
+    """commandranks.py lives in the run's dir: no run name, no path to it."""
+    with pytest.raises(ValueError, match="run_name"):
+        stop_script(service="s", grace_seconds=5, pattern=SCRIPT, command=CommandRanks(SCRIPT))
 
 
 def test_module_stop_names_the_module_not_a_script() -> None:
@@ -105,3 +117,69 @@ def test_pdsh_stop_with_no_host_answering_signals_the_training_here(tmp_path: Pa
     out, calls = run_stop(tmp_path, "10.0.1.4: ssh: connect to host refused\\n")
     assert "cannot tell the ranks apart (?)" in out
     assert "pkill -TERM -f" in calls
+
+
+LOCAL_DOCKER = """#!/bin/sh
+# `docker` run here: `ps` names c1; `exec [-i] [-u U] [-e K=V] c1 CMD...` runs CMD here,
+# the image's python as this one and the run's dir as {tmp}.
+[ "$1" = ps ] && {{ echo c1; exit 0; }}
+shift
+while :; do
+  case "$1" in
+    -i|-d) shift ;;
+    -u) shift 2 ;;
+    -e) export "$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+shift
+[ "$1" = touch ] && exit 0  # the stop marker: not on this machine's /data
+if [ "$1" = {image_python} ]; then
+  shift
+  set -- $(echo "$@" | sed "s#{run_dir}#{tmp}#g")
+  exec {python} "$@"
+fi
+exec "$@"
+"""
+
+SAVER = """import pathlib, signal, sys, time
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+pathlib.Path("started").touch()
+while not stop:
+    time.sleep(0.05)
+pathlib.Path("saved").write_text("saved")
+"""
+
+
+def test_command_stop_lets_a_module_rank_save(tmp_path: Path) -> None:
+    """A command run of `-m <module>` (per-node launch): the stop finds the module's rank
+    with commandranks.py, its SIGTERM lets it save, and the stop sees it exit."""
+    for name in ("commandranks.py", "ranks.py"):
+        (tmp_path / name).write_text(follow_program(name))
+    (tmp_path / "dss_saver_mod.py").write_text(SAVER)
+    docker = tmp_path / "bin" / "docker"
+    docker.parent.mkdir()
+    docker.write_text(LOCAL_DOCKER.format(image_python=IMAGE_PYTHON, python=sys.executable,
+                                          run_dir=f"{LAUNCH_DIR}/run", tmp=tmp_path))  # fmt: skip
+    docker.chmod(0o755)
+    rank = subprocess.Popen([sys.executable, "-m", "dss_saver_mod"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pattern = rank_pattern(split_command("python -m dss_saver_mod"), None)
+        stop = tmp_path / "stop.sh"
+        ranks = CommandRanks("dss_saver_mod", module=True)
+        stop.write_text(stop_script(service="ds-worker", grace_seconds=20, pattern=pattern,
+                                    run_name="run", command=ranks))  # fmt: skip
+        env = {**os.environ, "PATH": f"{docker.parent}:{os.environ['PATH']}"}
+        proc = subprocess.run(["sh", str(stop)], env=env, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "SIGTERM to 1 rank(s)" in proc.stdout and "training exited" in proc.stdout
+        assert (tmp_path / "saved").read_text() == "saved"
+        assert rank.wait(timeout=10) == 0
+    finally:
+        rank.kill()
+        rank.wait()
