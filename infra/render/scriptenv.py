@@ -138,7 +138,8 @@ JOB_VARIABLES: Sequence[Variable] = (
         "`training.secret_env`",
         "you (`VAR: <secret name>`)",
         ALL,
-        "the cluster's secret's value, read on the node; never in a file, the state or a log",
+        "a secret of the stack (a job's: its cluster's), read on the node; never in a "
+        "file, the state or a log",
     ),
 )
 
