@@ -75,25 +75,19 @@ def stop_script(
     since a takeover), the stop marker is set through the host's data dir `data_dir`
     and the stop waits until the run's supervisor there has ended (it removes the
     run's active file): its watch stops the training gracefully on the marker.
-    `command`: a training.command's ranks, by commandranks.py (under pdsh: every host's)."""
+    `command`: a training.command's ranks, by commandranks.py (under pdsh every host's,
+    SIGKILL included)."""
     pat = shlex.quote(pattern)
-    mark = (
-        f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
-        if run_name
-        else ""
-    )
-    if follow and run_name:
-        owners = [supervisor_prefix(run_name), follow_path(run_name)]
-        if takeover:
-            owners.append(takeover_path(run_name))
-        for owner in owners:
-            mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
+    mark = _marks(run_name, follow, takeover)
     elsewhere = ""
     if takeover and run_name and data_dir:
         elsewhere = _stop_elsewhere(service, run_name, data_dir, grace_seconds)
     finder = (
         ranks_function(pattern) if command is None else command_ranks_function(command, run_name)
     )
+    # Under pdsh the pattern reaches the master's processes only: the other hosts'
+    # ranks get their SIGKILL from commandranks.py too.
+    kill = "ranks kill >/dev/null\n" if command is not None and command.ssh_port else ""
     return f"""set -u
 {task_container("ctr", service)}
 {elsewhere}[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
@@ -119,8 +113,23 @@ while [ "$(date +%s)" -lt "$end" ]; do
   sleep 1
 done
 echo "stop: still running after {grace_seconds}s (blocked: a peer is gone?); SIGKILL" >&2
-docker exec "$ctr" pkill -KILL -f {pat} || true
+{kill}docker exec "$ctr" pkill -KILL -f {pat} || true
 """
+
+
+def _marks(run_name: str, follow: bool, takeover: bool) -> str:
+    """Shell: the run's stop marker set; with follow, its supervisor, the follow program
+    (and the takeover program) killed (see `stop_script`)."""
+    if not run_name:
+        return ""
+    mark = f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
+    if follow:
+        owners = [supervisor_prefix(run_name), follow_path(run_name)]
+        if takeover:
+            owners.append(takeover_path(run_name))
+        for owner in owners:
+            mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
+    return mark
 
 
 def ranks_function(pattern: str) -> str:
@@ -137,7 +146,7 @@ def ranks_function(pattern: str) -> str:
 
 
 def command_ranks_function(ranks: CommandRanks, run_name: str) -> str:
-    """Shell: `ranks count|term` of a command run, commandranks.py from the run's dir.
+    """Shell: `ranks count|term|kill` of a command run, commandranks.py from the run's dir.
     Under pdsh it runs on every hostfile host through pdsh, as the training user with
     the launcher's sshd port (DeepSpeed's runner sets `PDSH_SSH_ARGS_APPEND` the same
     way), and the hosts' counts are summed; `?` when no host answered."""

@@ -269,10 +269,11 @@ runs this program on every hostfile host, through the same pdsh and sshd port th
 launcher uses, so every rank gets its SIGTERM at once (a script that saves with a
 collective on SIGTERM needs its peers to save too).
 
-    commandranks.py count|term      (the script in $DSS_STOP_SCRIPT, or the module in
-                                     $DSS_STOP_MODULE)
+    commandranks.py count|term|kill      (the script in $DSS_STOP_SCRIPT, or the module
+                                          in $DSS_STOP_MODULE)
 
-prints how many ranks there are (`term`: after sending each SIGTERM).
+prints how many ranks there are (`term`, `kill`: after sending each SIGTERM, SIGKILL;
+under pdsh the stop'"'"'s SIGKILL after the grace reaches the other hosts'"'"' ranks so).
 """
 
 from __future__ import annotations
@@ -289,6 +290,12 @@ else:  # run as a script in the task: ranks.py is beside it, on sys.path[0]
     import ranks  # type: ignore[import-not-found,no-redef]  # the task'"'"'s copy, same module
 
 MODULE_ENV = "DSS_STOP_MODULE"
+SIGNALS: dict[str, signal.Signals | None] = {
+    "count": None,
+    "term": signal.SIGTERM,
+    "kill": signal.SIGKILL,
+}
+"""The operations, and the signal each sends to the ranks."""
 
 
 def is_module_rank(argv: Sequence[str], module: str) -> bool:
@@ -334,14 +341,15 @@ def find(env: Mapping[str, str], proc: str = "/proc") -> list[int] | None:
 
 def main(argv: Sequence[str], proc: str = "/proc") -> int:
     pids = find(os.environ, proc)
-    if len(argv) != 1 or argv[0] not in ("count", "term") or pids is None:
-        usage = f"{ranks.SCRIPT_ENV}=<script> | {MODULE_ENV}=<module> commandranks.py count|term"
-        print(f"usage: {usage}", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in SIGNALS or pids is None:
+        usage = f"{ranks.SCRIPT_ENV}=<script> | {MODULE_ENV}=<module> commandranks.py"
+        print(f"usage: {usage} {'"'"'|'"'"'.join(SIGNALS)}", file=sys.stderr)
         return 2
-    if argv[0] == "term":
+    signum = SIGNALS[argv[0]]
+    if signum is not None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signum)
     print(len(pids))
     return 0
 

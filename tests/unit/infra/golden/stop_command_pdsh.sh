@@ -30,4 +30,5 @@ while [ "$(date +%s)" -lt "$end" ]; do
   sleep 1
 done
 echo "stop: still running after 120s (blocked: a peer is gone?); SIGKILL" >&2
+ranks kill >/dev/null
 docker exec "$ctr" pkill -KILL -f /data/code/run/abc123/train.py || true

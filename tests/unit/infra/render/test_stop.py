@@ -75,20 +75,20 @@ for a in "$@"; do
   case "$a" in
     cat) printf '10.0.1.3 slots=2\\n10.0.1.4 slots=2\\n\\n'; exit 0 ;;
     pdsh) printf '{answer}'; exit 0 ;;
-    pgrep) exit 1 ;;
+    pgrep) exit {pgrep_rc} ;;
   esac
 done
 exit 0
 """
 
 
-def run_stop(tmp_path: Path, answer: str) -> tuple[str, str]:
-    """The pdsh stop of a module run against a fake docker whose pdsh prints `answer`;
-    (the stop's output, the docker calls it made)."""
+def run_stop(tmp_path: Path, answer: str, alive: bool = False) -> tuple[str, str]:
+    """The pdsh stop of a module run against a fake docker whose pdsh prints `answer`
+    (`alive`: the training never exits); (the stop's output, the docker calls it made)."""
     log = tmp_path / "calls"
     docker = tmp_path / "bin" / "docker"
     docker.parent.mkdir()
-    docker.write_text(FAKE_DOCKER.format(log=log, answer=answer))
+    docker.write_text(FAKE_DOCKER.format(log=log, answer=answer, pgrep_rc=0 if alive else 1))
     docker.chmod(0o755)
     stop = tmp_path / "stop.sh"
     stop.write_text(command_stop(CommandRanks("mypkg.train", module=True, ssh_port=2222), 3))
@@ -109,6 +109,17 @@ def test_pdsh_stop_signals_the_ranks_on_every_hostfile_host(tmp_path: Path) -> N
     assert "-w 10.0.1.3,10.0.1.4 " in pdsh
     assert pdsh.endswith("DSS_STOP_MODULE=mypkg.train /opt/venv/bin/python -S -E "
                          "/data/.dss/run/commandranks.py term")  # fmt: skip
+
+
+def test_pdsh_stop_after_the_grace_kills_the_ranks_on_every_host(tmp_path: Path) -> None:
+    """Still running after the grace (a rank blocked on a lost peer): SIGKILL to the
+    ranks on every hostfile host through pdsh, then to what is left on the master."""
+    out, calls = run_stop(tmp_path, "10.0.1.3: 1\\n10.0.1.4: 1\\n", alive=True)
+    assert "SIGKILL" in out
+    lines = calls.splitlines()
+    kills = [i for i, line in enumerate(lines) if line.endswith("commandranks.py kill")]
+    pkill = [i for i, line in enumerate(lines) if "pkill -KILL" in line]
+    assert kills and pkill and kills[0] < pkill[0], calls
 
 
 def test_pdsh_stop_with_no_host_answering_signals_the_training_here(tmp_path: Path) -> None:

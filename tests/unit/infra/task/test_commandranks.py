@@ -78,6 +78,16 @@ def test_main_without_a_target_is_a_usage_error(capsys: pytest.CaptureFixture[st
     assert "DSS_STOP_MODULE=<module>" in capsys.readouterr().err
 
 
+def test_kill_sends_sigkill_and_count_sends_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kill` SIGKILLs each rank (the stop's end under pdsh); `count` only counts."""
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(commandranks, "find", lambda env, proc="/proc": [7, 9])
+    monkeypatch.setattr(os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    assert commandranks.main(["count"]) == 0 and sent == []
+    assert commandranks.main(["kill"]) == 0
+    assert sent == [(7, signal.SIGKILL), (9, signal.SIGKILL)]
+
+
 def test_term_as_a_file_beside_ranks_py_signals_a_module_rank(tmp_path: Path) -> None:
     """Run as the stop runs it (a file beside ranks.py, `python -S -E`): a process
     running `-m <module>` gets SIGTERM and the count is printed."""
