@@ -23,6 +23,10 @@ from delivery.impact import Impact as Impact
 from delivery.impact import assess
 from delivery.roles import Role, role_of
 from infra.layout import PROJECT, STACK_TYPE
+from infra.render.verdict import exception_of
+
+EXCEPTION_CHARS = 200
+"""A failed command's exception line in the comment is cut to this many characters."""
 
 PROJECT_PREFIX = f"{PROJECT}:"
 ROOT_COMPONENT = "(stack)"
@@ -219,7 +223,7 @@ def run_line(digest: Mapping[str, Any]) -> str:
     text = f"Run `{outs.get('run_name', '?')}`: **{state}**"
     if step is not None:
         text += f" at step {step}"
-    why = str(outs.get("reason") or "").split("; the launcher log says")[0]
+    why = _shown_reason(str(outs.get("reason") or ""))
     if state in ("failed", "stalled"):
         text += f" ({why}); `pulumi up` relaunches it from " + (
             f"checkpoint `{ckpt}`" if ckpt else "its first step"
@@ -228,6 +232,18 @@ def run_line(digest: Mapping[str, Any]) -> str:
     if isinstance(n, int) and n:
         text += f"; {n} automatic restart{'s' if n != 1 else ''} so far"
     return text + "."
+
+
+def _shown_reason(reason: str) -> str:
+    """A run's reason as the comment shows it: without the launcher log's own line; a
+    failed command's exception (the script's text, which may hold markup) as a code span."""
+    words, exception = exception_of(reason.split("; the launcher log says")[0])
+    if not exception:
+        return words
+    line = exception.splitlines()[-1].replace("`", "'")
+    if len(line) > EXCEPTION_CHARS:
+        line = line[: EXCEPTION_CHARS - 3] + "..."
+    return f"{words}: `{line}`"
 
 
 def gate_line(digest: Mapping[str, Any]) -> str:

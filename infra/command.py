@@ -175,6 +175,20 @@ def tokens(command: str | Sequence[str]) -> list[str]:
     return list(command)
 
 
+LAUNCHER_WORDS = ("deepspeed", "torchrun", "accelerate")
+"""First words that make a command (accelerate: to be refused with its reason)."""
+
+
+def starts_command(words: Sequence[str]) -> bool:
+    """Whether `words` begin with a launcher or a Python interpreter (`scripts/job submit
+    DIR -- ...`: then they are `training.command`, else the script's arguments). A path
+    counts by its last part (`/opt/venv/bin/python3`)."""
+    if not words:
+        return False
+    head = words[0].rsplit("/", 1)[-1]
+    return head in LAUNCHER_WORDS or bool(_PYTHON.match(head))
+
+
 def split_command(command: str | Sequence[str]) -> Command:
     """`training.command` taken apart, or CommandError naming the word, why it is
     refused and what is allowed."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pulumi import automation as auto
 
+from infra.command import starts_command
 from infra.config import ConfigError
 from jobs import command
 
@@ -26,15 +27,16 @@ def _set(text: str) -> tuple[str, object]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scripts/job",
-        description="Jobs on a cluster stack (docs/jobs.md). submit: what follows `--` "
-        "is the script's arguments.",
+        description="Jobs on a cluster stack (docs/jobs.md). submit: what follows `--` is "
+        "the command as typed on one node when it starts with deepspeed, torchrun or python "
+        "(training.command), else the arguments of --script (training.args).",
     )
     sub = p.add_subparsers(dest="op", required=True)
     s = sub.add_parser("submit", help="write the job's stack file and pulumi up it")
     s.add_argument("dir", type=Path, help="the code dir (synced to the tasks, no image build)")
     s.add_argument("--name", required=True, help="the job: its stack, run and services")
     s.add_argument("--cluster", required=True, help="the cluster stack (kind: cluster)")
-    s.add_argument("--script", default="train.py", help="in the code dir (default train.py)")
+    s.add_argument("--script", help="in the code dir (default train.py); not with a command")
     s.add_argument("--steps", type=int)
     s.add_argument("--checkpoint-every", type=int)
     s.add_argument("--nodes", type=int, help="hosts it runs on (default every training host)")
@@ -70,8 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     args = argv[cut + 1 :]
     try:
         if a.op == "submit":
+            typed = starts_command(args)
+            if typed and a.script is not None:
+                raise ConfigError([
+                    f"--script {a.script} with the command {' '.join(args)!r} after `--`: "
+                    "the command names its script; allowed: one of them"
+                ])  # fmt: skip
             spec = command.JobSpec(
-                name=a.name, cluster=a.cluster, code_dir=a.dir, script=a.script, args=args,
+                name=a.name, cluster=a.cluster, code_dir=a.dir, script=a.script or "train.py",
+                args=() if typed else args, command=args if typed else None,
                 steps=a.steps, checkpoint_every=a.checkpoint_every, nodes=a.nodes,
                 gpus_per_node=a.gpus_per_node, gpu_model=a.gpu_model, ds_config=a.ds_config,
                 fork_server=a.fork_server, extra=dict(a.set),

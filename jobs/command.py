@@ -59,6 +59,8 @@ class JobSpec:
     code_dir: Path
     script: str = "train.py"
     args: Sequence[str] = ()
+    command: Sequence[str] | None = None
+    """training.command, as typed after `--` (then `script` and `args` are not written)."""
     steps: int | None = None
     checkpoint_every: int | None = None
     nodes: int | None = None
@@ -73,8 +75,12 @@ class JobSpec:
     def training(self) -> dict[str, Any]:
         """The job's `training` section: what the spec sets, nothing else (the rest is
         the cluster's defaults, infra/config/jobs.py)."""
-        out: dict[str, Any] = {"code": {"dir": _shown(self.code_dir)}, "script": self.script}
-        if self.args:
+        out: dict[str, Any] = {"code": {"dir": _shown(self.code_dir)}}
+        if self.command is not None:
+            out["command"] = list(self.command)
+        else:
+            out["script"] = self.script
+        if self.args and self.command is None:
             out["args"] = list(self.args)
         keys = ("steps", "checkpoint_every", "nodes", "gpus_per_node", "gpu_model", "ds_config")
         for key in keys:

@@ -41,11 +41,11 @@ from infra.config import Host, Training, code_dir, duration_seconds
 from infra.layout import LAUNCH_TYPE, RUN_RECORD_SUFFIX
 from infra.providers.roster import TaskRoster
 from infra.providers.run import TrainingRun
-from infra.render.command import rank_pattern
+from infra.render.command import rank_pattern, script_path
 from infra.render.launch import ds_config_json, logs_command, metrics_path
 from infra.render.roster import RosterEntry, rank_map, render_hostfile
 from infra.render.runfiles import supervisor_path
-from infra.render.stop import stop_script
+from infra.render.stop import CommandRanks, stop_script
 
 
 def _command_trigger(t: Training) -> str:
@@ -63,6 +63,20 @@ def _command_record(t: Training, targets: list[LaunchTarget]) -> dict[str, Any]:
         "exit_records": ["master" if r is None else str(r) for _, _, r in targets],
         "stall_after_s": duration_seconds(t.recovery.stall_after) if stall else 0,
     }
+
+
+def _command_ranks(t: Training, code_path: str | None, ssh_launch: bool) -> CommandRanks | None:
+    """training.command: how its stop finds the ranks (a module's too); under pdsh on
+    every hostfile host, so a script that saves with a collective on SIGTERM has its
+    peers saving with it. None without a command: the stop as before, byte for byte."""
+    parsed = t.parsed_command
+    if parsed is None:
+        return None
+    return CommandRanks(
+        target=script_path(parsed, code_path),
+        module=parsed.module,
+        ssh_port=t.sshd_port if ssh_launch else None,
+    )
 
 
 def _warn(message: str | None, resource: pulumi.Resource) -> None:
@@ -225,6 +239,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         if takeover:
             # Side effect only: a warning in the preview and the PR comment.
             entries.apply(lambda es: _warn(master_on_spare(args.hosts, es), self))
+        stop_ranks = _command_ranks(t, code_path, ssh_launch)
         commands = []
         for host, service, node_rank in targets:
 
@@ -254,6 +269,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         follow=follow is not None,
                         takeover=takeover,
                         data_dir=t.data_dir,
+                        command=stop_ranks,
                     ),
                     triggers=self._triggers(args, task_ids),
                     opts=pulumi.ResourceOptions(

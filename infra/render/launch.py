@@ -24,6 +24,7 @@ from infra.render.roster import rank_map as rank_map
 from infra.render.roster import render_hostfile as render_hostfile
 from infra.render.runfiles import (
     active_path,
+    command_ranks_path,
     exitrecord_path,
     follow_path,
     follow_program,
@@ -317,17 +318,21 @@ def _supervised_files(
 ) -> list[tuple[str, str]]:
     """The files a supervised launch writes beside the hostfile (path, text): with
     follow_moves the follow program and its settings (follow_master: the takeover
-    program and ranks.py too), then the supervisor of launcher command `cmd`."""
+    program and ranks.py too; training.command: the exit record program, ranks.py and
+    commandranks.py), then the supervisor of launcher command `cmd`."""
     files = [supervision.env_file] if supervision.env_file is not None else []
     node = "master" if supervision.node_rank is None else str(supervision.node_rank)
-    if supervision.exit_record:
+    if supervision.exit_record:  # training.command: its exit records, its stop's ranks
         files.append((exitrecord_path(run_name), follow_program("exitrecord.py")))
+        files.append((ranks_path(run_name), follow_program("ranks.py")))
+        files.append((command_ranks_path(run_name), follow_program("commandranks.py")))
     if supervision.follow is not None:
         # Before the supervisor: a new one runs them at its first attempt.
         files.append((follow_path(run_name), follow_program()))
         if supervision.follow.master_moves:
             files.append((takeover_path(run_name), follow_program("takeover.py")))
-            files.append((ranks_path(run_name), follow_program("ranks.py")))
+            if not supervision.exit_record:  # written above
+                files.append((ranks_path(run_name), follow_program("ranks.py")))
         files.append((follow_settings_path(run_name), supervision.follow.settings(run_name)))
     body = supervisor_script(
         cmd=cmd,

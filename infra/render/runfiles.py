@@ -73,8 +73,15 @@ def ranks_program() -> str:
 
 
 def ranks_path(run_name: str) -> str:
-    """follow_master: ranks.py beside takeover.py, which imports it."""
+    """follow_master: ranks.py beside takeover.py, which imports it (training.command:
+    beside commandranks.py)."""
     return f"{LAUNCH_DIR}/{run_name}/ranks.py"
+
+
+def command_ranks_path(run_name: str) -> str:
+    """training.command: the stop's rank finder (infra/task/commandranks.py), beside
+    the hostfile on the shared data dir, so every node's stop runs the same file."""
+    return f"{LAUNCH_DIR}/{run_name}/commandranks.py"
 
 
 def follow_settings_path(run_name: str) -> str:

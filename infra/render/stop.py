@@ -7,9 +7,11 @@ Pulumi, no I/O: tested directly and by golden files.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from infra.layout import DATA_MOUNT, IMAGE_PYTHON, LAUNCH_DIR, TRAIN_UID
 from infra.render.runfiles import (
+    command_ranks_path,
     follow_path,
     ranks_program,
     stop_marker,
@@ -18,7 +20,25 @@ from infra.render.runfiles import (
 )
 from infra.render.shell import task_container
 from infra.render.supervisor import LEASE_S
+from infra.task.commandranks import MODULE_ENV
 from infra.task.ranks import LAUNCHERS_AFTER_S, SCRIPT_ENV
+
+PDSH_TIMEOUT_S = 10
+"""Under pdsh, how long one round of the ranks on every host may take (a lost host's
+ssh would otherwise hang the stop's round until the grace period is spent)."""
+
+
+@dataclass(frozen=True)
+class CommandRanks:
+    """training.command: how its stop finds its ranks (infra/task/commandranks.py, which
+    its launch writes beside the hostfile)."""
+
+    target: str
+    """The script's absolute path in the task, or the module's name."""
+    module: bool = False
+    ssh_port: int | None = None
+    """Under pdsh: the tasks' sshd port, and the ranks are on every hostfile host (the
+    master's stop reaches them through pdsh); None: on this task's host only."""
 
 
 def stop_script(
@@ -30,6 +50,7 @@ def stop_script(
     follow: bool = False,
     takeover: bool = False,
     data_dir: str = "",
+    command: CommandRanks | None = None,
 ) -> str:
     """Shell run over SSH on delete: SIGTERM the ranks of the training script
     `pattern` in this task (infra/task/ranks.py: the processes that run it as their
@@ -53,26 +74,24 @@ def stop_script(
     and when this host has no task of the service (the master task runs on a spare
     since a takeover), the stop marker is set through the host's data dir `data_dir`
     and the stop waits until the run's supervisor there has ended (it removes the
-    run's active file): its watch stops the training gracefully on the marker."""
+    run's active file): its watch stops the training gracefully on the marker.
+    `command`: a training.command's ranks, by commandranks.py (under pdsh every host's,
+    SIGKILL included)."""
     pat = shlex.quote(pattern)
-    mark = (
-        f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
-        if run_name
-        else ""
-    )
-    if follow and run_name:
-        owners = [supervisor_prefix(run_name), follow_path(run_name)]
-        if takeover:
-            owners.append(takeover_path(run_name))
-        for owner in owners:
-            mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
+    mark = _marks(run_name, follow, takeover)
     elsewhere = ""
     if takeover and run_name and data_dir:
         elsewhere = _stop_elsewhere(service, run_name, data_dir, grace_seconds)
+    finder = (
+        ranks_function(pattern) if command is None else command_ranks_function(command, run_name)
+    )
+    # Under pdsh the pattern reaches the master's processes only: the other hosts'
+    # ranks get their SIGKILL from commandranks.py too.
+    kill = "ranks kill >/dev/null\n" if command is not None and command.ssh_port else ""
     return f"""set -u
 {task_container("ctr", service)}
 {elsewhere}[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
-{mark}{ranks_function(pattern)}n=$(ranks term)
+{mark}{finder}n=$(ranks term)
 case "$n" in
   ''|*[!0-9]*)
     echo "stop: cannot tell the ranks apart ($n); SIGTERM to all of the training" >&2
@@ -94,8 +113,23 @@ while [ "$(date +%s)" -lt "$end" ]; do
   sleep 1
 done
 echo "stop: still running after {grace_seconds}s (blocked: a peer is gone?); SIGKILL" >&2
-docker exec "$ctr" pkill -KILL -f {pat} || true
+{kill}docker exec "$ctr" pkill -KILL -f {pat} || true
 """
+
+
+def _marks(run_name: str, follow: bool, takeover: bool) -> str:
+    """Shell: the run's stop marker set; with follow, its supervisor, the follow program
+    (and the takeover program) killed (see `stop_script`)."""
+    if not run_name:
+        return ""
+    mark = f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
+    if follow:
+        owners = [supervisor_prefix(run_name), follow_path(run_name)]
+        if takeover:
+            owners.append(takeover_path(run_name))
+        for owner in owners:
+            mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
+    return mark
 
 
 def ranks_function(pattern: str) -> str:
@@ -107,6 +141,36 @@ def ranks_function(pattern: str) -> str:
         f'  docker exec -i -e {SCRIPT_ENV}={shlex.quote(pattern)} "$ctr" '
         f'{IMAGE_PYTHON} -I -S - "$1" <<\'DSS_RANKS\' 2>/dev/null || echo "?"\n'
         f"{ranks_program()}DSS_RANKS\n"
+        "}\n"
+    )
+
+
+def command_ranks_function(ranks: CommandRanks, run_name: str) -> str:
+    """Shell: `ranks count|term|kill` of a command run, commandranks.py from the run's dir.
+    Under pdsh it runs on every hostfile host through pdsh, as the training user with
+    the launcher's sshd port (DeepSpeed's runner sets `PDSH_SSH_ARGS_APPEND` the same
+    way), and the hosts' counts are summed; `?` when no host answered."""
+    if not run_name:  # the program is in the run's dir: without it the path is wrong
+        raise ValueError("a command's stop needs run_name; allowed: the run's name")
+    q = shlex.quote
+    env = f"{MODULE_ENV if ranks.module else SCRIPT_ENV}={ranks.target}"
+    program = f"{IMAGE_PYTHON} -S -E {command_ranks_path(run_name)}"
+    if ranks.ssh_port is None:
+        return (
+            "ranks() {\n"
+            f'  docker exec -e {q(env)} "$ctr" {program} "$1" 2>/dev/null || echo "?"\n'
+            "}\n"
+        )
+    hostfile = q(f"{LAUNCH_DIR}/{run_name}/hostfile")
+    ssh_args = q(f"PDSH_SSH_ARGS_APPEND=-p {ranks.ssh_port}")
+    return (
+        f'hosts=$(docker exec "$ctr" cat {hostfile} | '
+        """awk 'NF {printf "%s%s", s, $1; s = ","}')\n"""
+        "ranks() {\n"
+        '  [ -n "$hosts" ] || { echo "?"; return; }\n'
+        f'  docker exec -u {TRAIN_UID} -e {ssh_args} "$ctr" pdsh -S -t 5 -u {PDSH_TIMEOUT_S} '
+        f'-w "$hosts" {q(f"{q(env)} {program} ")}"$1" 2>/dev/null |\n'
+        """    awk -F': ' '$2 ~ /^[0-9]+$/ {n += $2; k++} END {if (k) print n; else print "?"}'\n"""
         "}\n"
     )
 

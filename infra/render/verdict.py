@@ -5,6 +5,7 @@ outputs. Pure; no Pulumi, no I/O: tested directly.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -121,6 +122,19 @@ def _who(record: dict[str, Any], node: str) -> str:
 def _time(record: dict[str, Any]) -> float:
     value = record.get("time")
     return float(value) if isinstance(value, int | float) else float("inf")
+
+
+_EXITED = re.compile(r"^(.*? exited -?\d+): (.+)$", re.DOTALL)
+"""A command failure's reason (`command_end`): `<who> exited <rc>: <exception>`."""
+
+
+def exception_of(reason: str) -> tuple[str, str]:
+    """A reason split into the program's words and the training's own exception line
+    (`command_end`'s `...exited 1: ValueError: boom` -> (`...exited 1`, `ValueError:
+    boom`)); (reason, "") for a reason that names none. Where a reason is shown as
+    markup (the PR comment), the exception is the script's text, not the program's."""
+    found = _EXITED.match(reason)
+    return (found.group(1), found.group(2)) if found else (reason, "")
 
 
 def command_end(master: Probe, nodes: Sequence[str]) -> RunState:

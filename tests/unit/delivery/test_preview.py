@@ -302,3 +302,23 @@ def test_a_new_secret_reaches_the_jobs_and_a_new_host_does_not() -> None:
 def test_no_jobs_no_line() -> None:
     """A stack with no jobs has no jobs line (the single stacks' comments are as before)."""
     assert "Jobs on this cluster" not in preview.render(digest("dev-image-change"), "dev")
+
+
+def test_comment_names_a_failed_commands_rank_and_exception_as_code() -> None:
+    """A failed training.command: node, rank and exit code in the comment's words, the
+    script's exception line as a code span (its backticks and markup kept inert)."""
+    step = _run_step(
+        state="failed", step=12, checkpoint=None, restarts=0,
+        reason="node 1, rank 3 exited 1: ValueError: **bad** `batch`",
+    )  # fmt: skip
+    text = preview.render({"steps": [step]}, "dev")
+    assert (
+        "Run `dev`: **failed** at step 12 (node 1, rank 3 exited 1: "
+        "`ValueError: **bad** 'batch'`); `pulumi up` relaunches it from its first step." in text
+    ), text
+
+
+def test_comment_cuts_a_long_exception_line() -> None:
+    step = _run_step(state="failed", step=0, reason="node 0 exited 1: E: " + "x" * 500)
+    line = next(ln for ln in preview.render({"steps": [step]}, "dev").splitlines() if "Run" in ln)
+    assert f"`E: {'x' * (preview.EXCEPTION_CHARS - 6)}...`" in line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.command import ALLOWED_FORMS, Command, CommandError, split_command
+from infra.command import ALLOWED_FORMS, Command, CommandError, split_command, starts_command
 
 pytestmark = pytest.mark.unit
 
@@ -231,3 +231,24 @@ def test_launcher_without_a_script_is_refused() -> None:
 def test_deepspeed_config_argument(command: str, path: str | None) -> None:
     """The script's `--deepspeed_config`, in either form, is the command's config file."""
     assert split_command(command).deepspeed_config == path
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["deepspeed", "train.py"],
+        ["/opt/venv/bin/torchrun", "train.py"],
+        ["python", "-m", "torch.distributed.run", "train.py"],
+        ["python3.11", "train.py"],
+        ["accelerate", "launch", "train.py"],  # a command, so the config names why it is not
+    ],
+)
+def test_a_launcher_or_interpreter_starts_a_command(words: list[str]) -> None:
+    assert starts_command(words)
+
+
+@pytest.mark.parametrize(
+    "words", [[], ["--lr", "1e-3"], ["train.py", "--epochs", "3"], ["pythonic"], ["bash"]]
+)
+def test_script_arguments_do_not_start_a_command(words: list[str]) -> None:
+    assert not starts_command(words)

@@ -242,6 +242,54 @@ def test_cli_submit_passes_flags_and_script_args(monkeypatch: pytest.MonkeyPatch
     assert seen[-1].fork_server is True
 
 
+@pytest.mark.parametrize(
+    "typed",
+    [
+        ["deepspeed", "train.py", "--deepspeed", "--deepspeed_config", "ds_config.json"],
+        ["torchrun", "train.py", "--epochs", "3"],
+        ["python3", "-m", "mypkg.train"],
+        ["python", "-m", "torch.distributed.run", "train.py"],
+    ],
+    ids=["deepspeed", "torchrun", "python-module", "torch-distributed-run"],
+)
+def test_cli_submit_takes_a_launcher_line_as_the_command(
+    monkeypatch: pytest.MonkeyPatch, typed: list[str]
+) -> None:
+    """After `--`, a line that starts with a launcher or an interpreter is the command
+    as typed on one node (training.command), not the script's arguments."""
+    from jobs import __main__ as cli
+
+    seen: list[command.JobSpec] = []
+    monkeypatch.setattr(command, "submit", lambda spec: seen.append(spec))
+    assert cli.main(["submit", "code", "--name", "a", "--cluster", "c", "--", *typed]) == 0
+    (job,) = seen
+    assert job.command is not None and list(job.command) == typed and not job.args
+
+
+def test_cli_refuses_a_script_flag_with_a_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--script and a command after `--` both name the script: refused, naming both."""
+    from jobs import __main__ as cli
+
+    monkeypatch.setattr(command, "submit", lambda spec: None)
+    argv = ["submit", "code", "--name", "a", "--cluster", "c", "--script", "x.py",
+            "--", "torchrun", "train.py"]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--script x.py" in err and "'torchrun train.py'" in err and "allowed" in err
+
+
+def test_a_commands_training_has_no_script_or_args(project: Path) -> None:
+    """A job with a command writes the command, neither `script` nor `args`."""
+    t = spec(project, command=("torchrun", "train.py"), steps=9).training()
+    assert t == {
+        "code": {"dir": str(project.parent / "code")},
+        "command": ["torchrun", "train.py"],
+        "steps": 9,
+    }
+
+
 def test_cli_reports_a_refused_job(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -441,6 +489,25 @@ def test_list_prints_each_reason_in_full_under_the_table(
         command.HEADER, rows[0].line(), rows[1].line(), "", f"exp1 failed: {BUDGET_SPENT}"
     ]  # fmt: skip
     assert command.HEADER.split() == ["JOB", "CLUSTER", "STATE", "STEP", "LOSS", "GPUS"]
+
+
+def test_refreshed_failed_command_lists_its_node_rank_code_and_exception(
+    listed: dict[str, Any],
+) -> None:
+    """A training.command that raised: the refresh's record names node, rank, exit code
+    and the exception's line, and `job list` prints it under the table."""
+    from infra.render.run import Probe, verdict
+
+    raised = {"rc": 1, "rank": 3, "exception": "ValueError: bad batch"}
+    probe = Probe(now=9, supervisor=False, procs=0, age_s=0, last_step=0, last_step_time=0.0,
+                  restarts=0, budget_spent=False, error="", checkpoint="",
+                  exits={"1": raised})  # fmt: skip
+    record = {**RUNNING, **verdict(probe, [], 100, 0, ["1"]).outputs()}
+    listed["stack"] = FakeStack(job_state(record, stale=RUNNING))
+    (row,) = command.list_jobs(refresh=True)
+    assert command.list_lines([row])[-1] == (
+        "exp1 failed: node 1, rank 3 exited 1: ValueError: bad batch"
+    )
 
 
 def test_list_with_no_reason_is_the_table_alone() -> None:

@@ -157,6 +157,206 @@ def main(argv: Sequence[str]) -> int:
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 ' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/exitrecord.py) && cat > /data/.dss/run/exitrecord.py.new && mv /data/.dss/run/exitrecord.py.new /data/.dss/run/exitrecord.py'
+printf %s '"""The training'"'"'s ranks among a task'"'"'s processes, for a stop that lets them checkpoint.
+
+A stop (a launch replaced or destroyed, or follow_master'"'"'s stop from another host)
+must reach the ranks first: each finishes its step, they agree through the step'"'"'s
+all-reduce to stop, save a last checkpoint together and exit 0, and the launchers then
+end by themselves. Signalled too, a launcher tears down what the ranks write to:
+DeepSpeed'"'"'s runner kills pdsh and with it the SSH sessions every rank'"'"'s stdout goes
+through, so a rank'"'"'s next `print` fails on the closed pipe before it saves (the
+relaunch then resumed from the periodic checkpoint before). Only what is left when
+the ranks are gone is signalled (infra/render/launch.py `stop_script`).
+
+A rank is a process whose first argument that is not an option (nor an interpreter) is
+the training script itself: `python -u <script> --local_rank=N ...` (DeepSpeed'"'"'s
+per-node launcher), `python -S <client> -u <script> ...` (the fork server'"'"'s client in
+python'"'"'s place, run through its `#!` line), `python -u <script> ...` (torchrun'"'"'s workers).
+A launcher names the script later, after its own program or module: the runner
+(`python .../bin/deepspeed ... <script>`), `-m deepspeed.launcher.launch`, torchrun,
+pdsh, its ssh sessions and their remote shells (`bash -c "... <script> ..."`).
+
+Stdlib only, no state: the stop script runs it with `python -` (the source on stdin,
+the script in the environment, so no command line but the ranks'"'"' own names it), and
+follow_master'"'"'s takeover program imports it from beside itself.
+
+    ranks.py count|term      (the script in $DSS_STOP_SCRIPT)
+
+prints how many ranks there are (`term`: after sending each SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+SCRIPT_ENV = "DSS_STOP_SCRIPT"
+LAUNCHERS_AFTER_S = 5
+"""A stop signals the launchers left once no rank has been there for this long (they
+end by themselves within about a second of their ranks: DeepSpeed'"'"'s polls each 1 s)."""
+
+
+def is_rank(argv: Sequence[str], script: str) -> bool:
+    """Whether a process with command line `argv` runs `script` as its program (after
+    the interpreter and its options), not as a later argument of a launcher. A program
+    named `python*` before it stands in for the interpreter and is passed over: the
+    fork server'"'"'s client, which the kernel runs through its `#!` line, so its command
+    line is `<python> -S <client> -u <script> ...`."""
+    for arg in argv[1:]:
+        if arg == script:
+            return True
+        if arg.startswith("-") or os.path.basename(arg).startswith("python"):
+            continue
+        return False
+    return False
+
+
+def rank_pids(script: str, proc: str = "/proc") -> list[int]:
+    """The pids of the ranks of `script` in the process table under `proc`, this
+    process excluded; processes that end while read are skipped."""
+    out = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        if is_rank(argv, script):
+            out.append(int(entry))
+    return sorted(out)
+
+
+def signal_ranks(script: str, signum: int = signal.SIGTERM, proc: str = "/proc") -> int:
+    """Send `signum` to every rank of `script`; how many there were."""
+    pids = rank_pids(script, proc)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            os.kill(pid, signum)
+    return len(pids)
+
+
+def main(argv: Sequence[str]) -> int:
+    script = os.environ.get(SCRIPT_ENV, "")
+    if len(argv) != 1 or argv[0] not in ("count", "term") or not script:
+        print(f"usage: {SCRIPT_ENV}=<script> ranks.py count|term", file=sys.stderr)
+        return 2
+    print(signal_ranks(script) if argv[0] == "term" else len(rank_pids(script)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/ranks.py) && cat > /data/.dss/run/ranks.py.new && mv /data/.dss/run/ranks.py.new /data/.dss/run/ranks.py'
+printf %s '"""The ranks of a training.command among a node'"'"'s processes, for its stop.
+
+A command'"'"'s target is a script (its absolute path in the code dir, as ranks.py finds
+it) or a module (`python -m mypkg.train`, `deepspeed --module`, `torchrun -m`): a rank
+of a module is a process whose interpreter runs `-m <module>` as its program. Its
+launchers name the module too, but later on their lines (`python <bin>/deepspeed ...
+--module <module>`, `torchrun ... -m <module>`) or run another module first
+(`python -u -m deepspeed.launcher.launch ...`), so they are not ranks.
+
+A file of its own beside ranks.py (the launch of a command writes both beside the
+hostfile, on the shared data dir): ranks.py'"'"'s text is part of every launch'"'"'s stop
+script, which must not change for runs without a command. Under pdsh the master'"'"'s stop
+runs this program on every hostfile host, through the same pdsh and sshd port the
+launcher uses, so every rank gets its SIGTERM at once (a script that saves with a
+collective on SIGTERM needs its peers to save too).
+
+    commandranks.py count|term|kill      (the script in $DSS_STOP_SCRIPT, or the module
+                                          in $DSS_STOP_MODULE)
+
+prints how many ranks there are (`term`, `kill`: after sending each SIGTERM, SIGKILL;
+under pdsh the stop'"'"'s SIGKILL after the grace reaches the other hosts'"'"' ranks so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+
+if __package__:
+    from infra.task import ranks
+else:  # run as a script in the task: ranks.py is beside it, on sys.path[0]
+    import ranks  # type: ignore[import-not-found,no-redef]  # the task'"'"'s copy, same module
+
+MODULE_ENV = "DSS_STOP_MODULE"
+SIGNALS: dict[str, signal.Signals | None] = {
+    "count": None,
+    "term": signal.SIGTERM,
+    "kill": signal.SIGKILL,
+}
+"""The operations, and the signal each sends to the ranks."""
+
+
+def is_module_rank(argv: Sequence[str], module: str) -> bool:
+    """Whether a process with command line `argv` runs `module` as its program: after
+    the interpreter and its options (and a fork server'"'"'s client named `python*`, as in
+    ranks.py), `-m <module>` or `-m<module>`; `-m` ends the interpreter'"'"'s options."""
+    rest = list(argv[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg.startswith("-m"):
+            return (arg[2:] or (rest[0] if rest else "")) == module
+        if arg.startswith("-") or os.path.basename(arg).startswith("python"):
+            continue
+        return False
+    return False
+
+
+def module_pids(module: str, proc: str = "/proc") -> list[int]:
+    """The pids of the ranks of `module` under `proc`, this process excluded."""
+    out = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as f:
+                raw = f.read()
+        except OSError:  # it ended while read
+            continue
+        argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        if is_module_rank(argv, module):
+            out.append(int(entry))
+    return sorted(out)
+
+
+def find(env: Mapping[str, str], proc: str = "/proc") -> list[int] | None:
+    """The ranks named by the environment (a module, else a script); None: neither."""
+    if env.get(MODULE_ENV):
+        return module_pids(env[MODULE_ENV], proc)
+    if env.get(ranks.SCRIPT_ENV):
+        return ranks.rank_pids(env[ranks.SCRIPT_ENV], proc)
+    return None
+
+
+def main(argv: Sequence[str], proc: str = "/proc") -> int:
+    pids = find(os.environ, proc)
+    if len(argv) != 1 or argv[0] not in SIGNALS or pids is None:
+        usage = f"{ranks.SCRIPT_ENV}=<script> | {MODULE_ENV}=<module> commandranks.py"
+        print(f"usage: {usage} {'"'"'|'"'"'.join(SIGNALS)}", file=sys.stderr)
+        return 2
+    signum = SIGNALS[argv[0]]
+    if signum is not None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(pid, signum)
+    print(len(pids))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/commandranks.py) && cat > /data/.dss/run/commandranks.py.new && mv /data/.dss/run/commandranks.py.new /data/.dss/run/commandranks.py'
 printf %s '# deepspeed-swarm: the supervisor of run run (infra/render/run.py)
 set -u
 mkdir -p /data/logs/run

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from infra.render.run import Probe, RunState, verdict
+from infra.render.verdict import exception_of
 
 pytestmark = pytest.mark.unit
 
@@ -111,3 +112,16 @@ def test_the_earliest_failure_is_named() -> None:
     later = {"rc": 1, "time": 130, "exception": "RuntimeError: Connection closed by peer"}
     state = verdict(ended(exits={"0": later, "1": first}), [], 1000, 0, ["0", "1"])
     assert state.reason == "node 1 exited 1: ValueError: boom"
+
+
+def test_exception_of_splits_a_command_failure_reason() -> None:
+    """The reason command_end writes splits back into the program's words and the
+    script's exception line (what the PR comment shows as code)."""
+    record = {"rc": 1, "host": None, "rank": 3, "exception": "KeyError: 'a: b'"}
+    reason = verdict(ended(exits={"1": record}), [], 1000, 0, ["1"]).reason
+    assert exception_of(reason) == ("node 1, rank 3 exited 1", "KeyError: 'a: b'")
+
+
+def test_exception_of_a_reason_without_one_is_the_reason() -> None:
+    reason = "no training process is left; last step 4"
+    assert exception_of(reason) == (reason, "")
