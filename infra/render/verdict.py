@@ -102,10 +102,15 @@ def verdict(
 
 def _command_progress(master: Probe) -> Probe:
     """A command's progress: DeepSpeed's last step (at the log's last write) where it
-    printed one, else the metrics file's."""
-    if not master.ds_step:
+    printed one, else the metrics file's, else the step of DeepSpeed's newest checkpoint
+    tag (`global_stepN`). DeepSpeed 0.17's logger stands at WARNING unless the script
+    raises it, so its `steps_per_print` lines are often absent; a saved tag is not."""
+    if master.ds_step:
+        return replace(master, last_step=master.ds_step, last_step_time=float(master.log_time))
+    tagged = re.fullmatch(r"global_step([0-9]+)", master.checkpoint)
+    if master.last_step or not tagged:
         return master
-    return replace(master, last_step=master.ds_step, last_step_time=float(master.log_time))
+    return replace(master, last_step=int(tagged.group(1)))
 
 
 def _who(record: dict[str, Any], node: str) -> str:

@@ -197,7 +197,7 @@ def test_the_deepspeed_tutorial_trains_on_both_hosts_and_finishes(
     offset = launcher_log_size(RUN)
     since = launch(stack, codes / TUTORIAL.name, TUTORIAL.command, OVER_PDSH)
     record = ended(PDSH, since, offset)["master"]
-    assert record["rc"] == 0, record
+    assert record["rc"] == 0, f"{record}\n{log_since(offset)[-4000:]}"
     out = finished_output(stack)
     assert out["step"] == 40, out
     assert "done: 40 steps, world size 2" in log_since(offset)
@@ -278,9 +278,19 @@ def test_env_reaches_every_rank(stack: Stack, codes: Path, mode: str) -> None:
     greeting = f"hello from {mode}, {RUN}"
     offset = launcher_log_size(RUN)
     keys = {**keys, "env.GREETING": greeting}
-    since = launch(stack, codes / ENV_OUTPUT.name, ENV_OUTPUT.command, keys)
+    # One copy of the code dir per mode, told apart by one file: its own digest, so its
+    # own path. A change of launch targets (pdsh's one launch on the master, the
+    # per-node launches of no_ssh and torchrun) creates the new launches before it
+    # deletes the old ones, and the old launch's stop finds its ranks and launchers by
+    # the script's path: with the same code it would stop the new run (a known bug of
+    # the launch, docs/design/bring-your-script.md "Known gaps").
+    code = codes / f"{ENV_OUTPUT.name}-{mode}"
+    if not code.exists():
+        shutil.copytree(codes / ENV_OUTPUT.name, code)
+        (code / "MODE").write_text(f"{mode}\n")
+    since = launch(stack, code, ENV_OUTPUT.command, keys)
     records = ended(nodes, since, offset)
-    assert all(r["rc"] == 0 for r in records.values()), records
+    assert all(r["rc"] == 0 for r in records.values()), f"{records}\n{log_since(offset)[-4000:]}"
     code_path = str(stack.outputs()["code"]["path"]).rstrip("/")
     seen = [rank_file(rank) for rank in range(WORLD)]
     for rank, env in enumerate(seen):

@@ -40,6 +40,21 @@ def test_every_target_exited_zero_is_finished() -> None:
     )
 
 
+def test_without_deepspeeds_step_lines_the_checkpoint_tag_is_the_step() -> None:
+    """No `[Rank 0] step=` line (DeepSpeed's logger at WARNING) and no metrics file: the
+    step is that of DeepSpeed's newest checkpoint tag."""
+    master = ended(exits={"master": {"rc": 0}}, checkpoint="global_step40")
+    assert verdict(master, [], 1000, 0, ["master"]) == RunState(
+        "finished", "", 40, "global_step40", 0
+    )
+
+
+def test_a_metrics_file_step_wins_over_the_checkpoint_tag() -> None:
+    """A script's own metrics file says more than its last checkpoint."""
+    master = ended(exits={"master": {"rc": 0}}, last_step=47, checkpoint="global_step40")
+    assert verdict(master, [], 1000, 0, ["master"]).step == 47
+
+
 def test_a_non_zero_record_is_failed_naming_node_and_exception() -> None:
     """pdsh: failed, naming the host the traceback came from, the code and exception."""
     master = ended(exits={"master": FAILED}, ds_step=12)
