@@ -31,10 +31,10 @@ from infra.components.code import TrainingCode, TrainingCodeArgs
 from infra.components.gate import BandwidthGate, BandwidthGateArgs
 from infra.components.launchplan import LaunchTarget, launch_targets, target_script
 from infra.components.launchplan import TrainingLaunchArgs as TrainingLaunchArgs
-from infra.components.launchplan import connection as connection
 from infra.components.launchplan import follow_of as follow_of
 from infra.components.launchplan import master_host as master_host
 from infra.components.launchplan import master_on_spare as master_on_spare
+from infra.components.remote import connection as connection
 from infra.config import Host, code_dir, duration_seconds
 from infra.layout import LAUNCH_TYPE, RUN_RECORD_SUFFIX
 from infra.providers.roster import TaskRoster
@@ -216,7 +216,7 @@ class TrainingLaunch(pulumi.ComponentResource):
             commands.append(
                 command.remote.Command(
                     f"{name}-run{suffix}",
-                    connection=connection(args.preflight, where),
+                    connection=connection(args.preflight, where, args.ssh_links),
                     create=script,
                     delete=stop_script(
                         service=service,
