@@ -31,7 +31,7 @@ from infra.components.services import (
     TrainingServices,
     TrainingServicesArgs,
 )
-from infra.components.swarm import SwarmCluster, SwarmClusterArgs
+from infra.components.swarm import SwarmCluster, SwarmClusterArgs, ssh_specs
 
 PROJECT_DIR = Path(__file__).parent
 stack = pulumi.get_stack()
@@ -52,7 +52,14 @@ if cfg.kind == "job":
     assert cfg.cluster is not None  # the config's rules: a job names its cluster
     cluster = ClusterRef(
         f"{stack}-cluster",
-        ClusterRefArgs(cfg.cluster, cfg.hosts, cfg.leader, cfg.secret_names, cfg.cluster_digest),
+        ClusterRefArgs(
+            cfg.cluster,
+            cfg.hosts,
+            cfg.leader,
+            cfg.secret_names,
+            cfg.cluster_digest,
+            ssh=ssh_specs(cfg.hosts, cfg.ssh_for),
+        ),
     )
     swarm = image = network = secrets = cluster
 else:
@@ -67,6 +74,7 @@ else:
             cfg.master,
             facts,
             master_moves=cfg.kind == "single" and cfg.training.recovery.follow_master,
+            ssh=ssh_specs(cfg.hosts, cfg.ssh_for),
         ),
     )
     image = TrainingImage(f"{stack}-image", TrainingImageArgs(cfg.image, PROJECT_DIR, swarm))

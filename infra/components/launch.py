@@ -35,6 +35,7 @@ from infra.components.launchplan import follow_of as follow_of
 from infra.components.launchplan import master_host as master_host
 from infra.components.launchplan import master_on_spare as master_on_spare
 from infra.components.remote import connection as connection
+from infra.components.swarm import ssh_prop
 from infra.config import Host, code_dir, duration_seconds
 from infra.layout import LAUNCH_TYPE, RUN_RECORD_SUFFIX
 from infra.providers.roster import TaskRoster
@@ -105,6 +106,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         roster_props: dict[str, Any] = {
             "leader_endpoint": args.swarm.leader_endpoint,
             "host_endpoints": args.swarm.endpoints,
+            **ssh_prop(args.swarm.ssh_hosts),
             "services": args.services.service_names,
             "network_id": args.services.training_network_id,
             "expected_tasks": len(args.training_hosts),
@@ -145,6 +147,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 run_name=t.run_name,
                 host_endpoints=args.swarm.endpoints,
                 tasks=tasks,
+                ssh_hosts=args.swarm.ssh_hosts,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
         )
@@ -168,6 +171,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 script=task_script,
                 host_endpoints=args.swarm.endpoints,
                 tasks=tasks,
+                ssh_hosts=args.swarm.ssh_hosts,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
         )
@@ -276,6 +280,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 "stall_after_s": duration_seconds(recovery.stall_after),
                 "max_restarts": recovery.max_restarts,
                 "host_endpoints": args.swarm.endpoints,
+                **ssh_prop(args.swarm.ssh_hosts),
                 "tasks": entries.apply(
                     lambda es: [{"node": e["node"], "service": e["service"]} for e in es]
                 ),

@@ -29,7 +29,7 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import HostError, each, service_container
+from infra.providers.hostops import HostError, each, service_container, ssh_of
 from infra.render.code import bundle, code_root, install_script, tar_bytes, verify_script
 
 # Changed, these mean copying again; `run_name` moves the versions' directory.
@@ -38,17 +38,23 @@ CODE_KEYS = ("digest", "run_name", "tasks")
 ARCHIVE_DIR = "/tmp"
 
 
-def _container(endpoint: dict[str, Any], task: dict[str, Any]) -> Any:
+Ssh = dict[str, Any] | None
+"""A host's SSH settings (hostops.ssh_of), None for the URL's own."""
+
+
+def _container(endpoint: dict[str, Any], task: dict[str, Any], ssh: Ssh = None) -> Any:
     """The running container of a roster task; HostError when there is none."""
-    ctr = service_container(endpoint, task["service"])
+    ctr = service_container(endpoint, task["service"], ssh=ssh)
     if ctr is None:
         raise HostError(f"no running task of {task['service']} on {task['node']}")
     return ctr
 
 
-def _exec(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str]:
+def _exec(
+    endpoint: dict[str, Any], task: dict[str, Any], script: str, ssh: Ssh = None
+) -> tuple[int, str]:
     """Run `script` as the training uid in a roster task: exit status and output."""
-    return _run(_container(endpoint, task), script)
+    return _run(_container(endpoint, task, ssh), script)
 
 
 def _run(ctr: Any, script: str) -> tuple[int, str]:
@@ -67,7 +73,7 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
         )
     master, *others = props["tasks"]
     endpoints = props["host_endpoints"]
-    ctr = _container(endpoints[master["node"]], master)
+    ctr = _container(endpoints[master["node"]], master, ssh_of(props, endpoints[master["node"]]))
     name = f"dss-code-{digest}.tar"
     # put_archive unpacks a tar: a one-member tar that holds the bundle's tar.
     if not ctr.put_archive(ARCHIVE_DIR, tar_bytes([(name, b.tar(digest), 0o644)])):
@@ -81,7 +87,10 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
     # The other tasks read the same /data: they must see the same files (all asked at
     # once; the first that does not, in roster order, is reported).
     verify = verify_script(props["run_name"], digest)
-    found = each(others, lambda t: _exec(endpoints[t["node"]], t, verify))
+    found = each(
+        others,
+        lambda t: _exec(endpoints[t["node"]], t, verify, ssh=ssh_of(props, endpoints[t["node"]])),
+    )
     for task, (rc, out) in zip(others, found, strict=True):
         if rc != 0:
             raise Exception(
@@ -91,10 +100,12 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
             )
 
 
-def _or_gone(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str] | None:
+def _or_gone(
+    endpoint: dict[str, Any], task: dict[str, Any], script: str, ssh: Ssh = None
+) -> tuple[int, str] | None:
     """`_exec`, or None for a task that is gone (or went while it was asked)."""
     try:
-        return _exec(endpoint, task, script)
+        return _exec(endpoint, task, script, ssh=ssh)
     except (HostError, DockerException):
         return None
 
@@ -104,7 +115,12 @@ def check(props: dict[str, Any]) -> str:
     else a word for what is wrong there (`missing on lab-h2`, `modified on lab-h1`)."""
     tasks, endpoints = props["tasks"], props["host_endpoints"]
     script = verify_script(props["run_name"], props["digest"])
-    found = each(tasks, lambda t: _or_gone(endpoints[t["node"]], t, script))
+    found = each(
+        tasks,
+        lambda t: _or_gone(
+            endpoints[t["node"]], t, script, ssh=ssh_of(props, endpoints[t["node"]])
+        ),
+    )
     for task, result in zip(tasks, found, strict=True):
         if result is None:
             # A task that is gone is the roster's to report.
@@ -147,7 +163,8 @@ class CodeSyncProvider(BoundaryProvider):
         master = props["tasks"][0]
         root = code_root(props["run_name"])
         try:
-            rc, out = _exec(props["host_endpoints"][master["node"]], master, f"rm -rf {root}")
+            where = props["host_endpoints"][master["node"]]
+            rc, out = _exec(where, master, f"rm -rf {root}", ssh=ssh_of(props, where))
         except (HostError, DockerException, RequestsConnectionError) as e:
             # A destroy goes on without the master's host (gone, unreachable, its task
             # leaving): the code is files on the data dir, nothing runs them any more.

@@ -20,7 +20,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra.layout import GPU_RESOURCE
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import docker_client, node_hostname
+from infra.providers.hostops import docker_client, node_hostname, ssh_of
 from infra.render.launch import RosterEntry, duplicate_gpus, order_roster
 
 
@@ -38,7 +38,7 @@ def _assigned_gpus(
     if not endpoint or not container_id:
         return []
     if node not in clients:
-        clients[node] = docker_client(endpoint)
+        clients[node] = docker_client(endpoint, ssh_of(props, endpoint))
     env = clients[node].api.inspect_container(container_id)["Config"]["Env"] or []
     key = f"DOCKER_RESOURCE_{GPU_RESOURCE}="
     value = next((e[len(key) :] for e in env if e.startswith(key)), "")
@@ -59,7 +59,7 @@ def _running_tasks(api: Any, props: dict[str, Any]) -> list[tuple[str, dict[str,
 
 
 def _roster(props: dict[str, Any]) -> list[RosterEntry]:
-    client = docker_client(props["leader_endpoint"])
+    client = docker_client(props["leader_endpoint"], ssh_of(props, props["leader_endpoint"]))
     api = client.api
     nodes = {n["ID"]: node_hostname(n) for n in api.nodes()}
     entries: list[RosterEntry] = []
@@ -96,7 +96,7 @@ def tasks_moved(props: dict[str, Any]) -> bool:
     a refresh (which would also read the lost host, and fail there). An
     unreachable leader is not a change here; refresh reports it."""
     try:
-        api = docker_client(props["leader_endpoint"]).api
+        api = docker_client(props["leader_endpoint"], ssh_of(props, props["leader_endpoint"])).api
         live = {t["ID"] for _svc, t in _running_tasks(api, props)}
     except Exception:
         return False

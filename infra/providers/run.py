@@ -33,7 +33,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Updat
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider
-from infra.providers.hostops import each, service_container
+from infra.providers.hostops import each, service_container, ssh_of
 from infra.render.run import (
     BAD_STATES,
     Probe,
@@ -68,7 +68,11 @@ def _container(props: dict[str, Any], task: dict[str, Any]) -> Any:
     looked for on every other host."""
     movable = bool(props.get("follow_master")) and task["service"] == props["tasks"][0]["service"]
     try:
-        ctr = service_container(props["host_endpoints"][task["node"]], task["service"])
+        ctr = service_container(
+            props["host_endpoints"][task["node"]],
+            task["service"],
+            ssh=ssh_of(props, props["host_endpoints"][task["node"]]),
+        )
     except Exception:
         if not movable:
             raise
@@ -84,7 +88,7 @@ def _moved_container(props: dict[str, Any], task: dict[str, Any]) -> Any:
         if node == task["node"]:
             continue
         try:
-            ctr = service_container(endpoint, task["service"])
+            ctr = service_container(endpoint, task["service"], ssh=ssh_of(props, endpoint))
         except Exception:
             continue  # a host that does not answer holds no task the run can use
         if ctr is not None:

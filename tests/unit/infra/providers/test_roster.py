@@ -25,7 +25,7 @@ def test_roster_of_a_removed_service_is_empty(monkeypatch: pytest.MonkeyPatch) -
     class Client:
         api = Api()
 
-    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint, _ssh=None: Client())
     props = {"leader_endpoint": {"url": "unix:///x"}, "services": ["ds-master", "ds-worker"]}
     assert roster._roster(props) == []
 
@@ -48,7 +48,7 @@ def _swarm_with_tasks(monkeypatch: pytest.MonkeyPatch, running: dict[str, list[s
     class Client:
         api = Api()
 
-    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint, _ssh=None: Client())
 
 
 PROPS = {
@@ -73,7 +73,7 @@ def test_task_moved_to_the_spare_is_a_change(monkeypatch: pytest.MonkeyPatch) ->
 def test_unreachable_leader_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
     """A leader that cannot be asked does not fail the diff; refresh reports it."""
 
-    def refuse(_endpoint: Any) -> Any:
+    def refuse(_endpoint: Any, _ssh: Any = None) -> Any:
         raise ConnectionError("connection refused")
 
     monkeypatch.setattr(roster, "docker_client", refuse)
@@ -106,7 +106,7 @@ def test_host_data_plane_addresses_are_the_hosts(monkeypatch: pytest.MonkeyPatch
     class Client:
         api = Api()
 
-    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint, _ssh=None: Client())
     props = {
         "leader_endpoint": {"url": "unix:///x"},
         "host_endpoints": {},

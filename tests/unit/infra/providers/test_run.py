@@ -123,7 +123,7 @@ MOVING: dict[str, Any] = {
 def containers(monkeypatch: pytest.MonkeyPatch, where: dict[str, dict[str, str]]) -> None:
     """Host url -> service -> container; a url named `down` raises (its host is lost)."""
 
-    def service_container(endpoint: dict[str, str], service: str) -> str | None:
+    def service_container(endpoint: dict[str, str], service: str, ssh: Any = None) -> str | None:
         if endpoint["url"] == "unix:///h1" and where.get("down"):
             raise ConnectionError("h1 does not answer")
         return where.get(endpoint["url"], {}).get(service)
