@@ -30,6 +30,7 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
 from infra.providers.hostops import HostError, each, service_container, ssh_of
+from infra.providers.reach import settle
 from infra.render.code import bundle, code_root, install_script, tar_bytes, verify_script
 
 # Changed, these mean copying again; `run_name` moves the versions' directory.
@@ -100,27 +101,30 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
             )
 
 
-def _or_gone(
-    endpoint: dict[str, Any], task: dict[str, Any], script: str, ssh: Ssh = None
-) -> tuple[int, str] | None:
-    """`_exec`, or None for a task that is gone (or went while it was asked)."""
+def _or_gone(props: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str] | None:
+    """`_exec`, or None for a task that is gone (or went while it was asked), or whose
+    host the swarm knows lost; a host that cannot be reached and is not known lost
+    fails the read, naming it (infra/providers/reach.py)."""
+    where = props["host_endpoints"][task["node"]]
     try:
-        return _exec(endpoint, task, script, ssh=ssh)
-    except (HostError, DockerException):
+        return _exec(where, task, script, ssh=ssh_of(props, where))
+    except (
+        HostError,
+        DockerException,
+        RequestsConnectionError,
+        ConnectionError,
+        TimeoutError,
+    ) as e:
+        settle(props, task["node"], str(where.get("url")), e)
         return None
 
 
 def check(props: dict[str, Any]) -> str:
     """The digest the tasks hold: `digest` when every reachable task has it intact,
     else a word for what is wrong there (`missing on lab-h2`, `modified on lab-h1`)."""
-    tasks, endpoints = props["tasks"], props["host_endpoints"]
+    tasks = props["tasks"]
     script = verify_script(props["run_name"], props["digest"])
-    found = each(
-        tasks,
-        lambda t: _or_gone(
-            endpoints[t["node"]], t, script, ssh=ssh_of(props, endpoints[t["node"]])
-        ),
-    )
+    found = each(tasks, lambda t: _or_gone(props, t, script))
     for task, result in zip(tasks, found, strict=True):
         if result is None:
             # A task that is gone is the roster's to report.

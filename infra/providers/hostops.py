@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from infra.providers import transport
+from infra.providers.errors import EngineUnreachable
 from infra.providers.errors import HostError as HostError
 from infra.providers.errors import TransportError as TransportError
 from infra.render.ssh import script_argv
@@ -127,7 +128,8 @@ def docker_client(endpoint: dict[str, Any], ssh: dict[str, Any] | None = None) -
     try:
         return docker.DockerClient(**kwargs)
     except Exception as e:
-        raise HostError(f"docker {url}: {e}") from None
+        # The way to the engine failed, not an answer of it (infra/providers/reach.py).
+        raise EngineUnreachable(f"docker {url}: {e}") from None
 
 
 def service_container(

@@ -154,3 +154,36 @@ def test_delete_removes_the_run_code_quietly(monkeypatch: pytest.MonkeyPatch) ->
     )
     code.CodeSyncProvider().delete("code-r", dict(PROPS))
     assert ran == ["rm -rf /data/code/r"]
+
+
+@pytest.mark.parametrize("swarm_says", ["ready", None])
+def test_read_fails_on_a_host_not_known_lost(
+    monkeypatch: pytest.MonkeyPatch, swarm_says: str | None
+) -> None:
+    """A task's host that cannot be reached fails the read, naming it, unless lost."""
+    from infra.providers import reach
+    from infra.providers.errors import EngineUnreachable
+
+    def unreachable(_e: Any, task: dict[str, Any], _s: str, ssh: Any = None) -> tuple[int, str]:
+        if task["node"] == "h2":
+            raise EngineUnreachable("docker unix:///h2: connection aborted")
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", unreachable)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: swarm_says)
+    with pytest.raises(HostError, match=r"host h2 .*connection aborted"):
+        read_digest()
+
+
+def test_read_passes_over_a_host_known_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.providers import reach
+    from infra.providers.errors import EngineUnreachable
+
+    def unreachable(_e: Any, task: dict[str, Any], _s: str, ssh: Any = None) -> tuple[int, str]:
+        if task["node"] == "h2":
+            raise EngineUnreachable("docker unix:///h2: connection aborted")
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", unreachable)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "down")
+    assert read_digest() == PROPS["digest"]
