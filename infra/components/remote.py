@@ -26,7 +26,7 @@ from typing import Any
 import pulumi
 import pulumi_command as command
 
-from infra.config import Host, Preflight
+from infra.config import ConfigError, Host, Preflight
 from infra.render.ssh import ConnectionPieces, connection_pieces
 from infra.sshspec import SshSpec
 
@@ -45,8 +45,9 @@ class SshLink:
     pieces: ConnectionPieces
 
 
-class HostKeyError(ValueError):
-    """A strict host (or its bastion) with no entry in the known_hosts file."""
+class HostKeyError(ConfigError):
+    """A strict host (or its bastion) with no entry in the known_hosts file: one line
+    per host, shown as the config's problems are (before anything is registered)."""
 
 
 def _known_hosts_text(spec: SshSpec) -> str:
@@ -86,10 +87,12 @@ def ssh_links(hosts: Iterable[Host], spec_of: Callable[[Host], SshSpec]) -> dict
     missing = [m for name, link in links.items() for m in _missing(name, link)]
     if missing:
         raise HostKeyError(
-            "the launch's SSH connection pins each host's key (ssh.strict): "
-            + "; ".join(missing)
-            + ". Add them (ssh-keyscan, each fingerprint checked against the host's own: "
-            "docs/operations.md, 'Host keys'), or set ssh.strict: false"
+            [f"ssh.known_hosts_file: {m}" for m in missing]
+            + [
+                "the launch's SSH connection pins each ssh:// host's key (ssh.strict); "
+                "allowed: an entry per host (ssh-keyscan, each fingerprint checked against "
+                "the host's own: docs/operations.md, 'Host keys'), or ssh.strict: false"
+            ]
         )
     return links
 

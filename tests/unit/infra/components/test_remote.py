@@ -65,7 +65,7 @@ def test_a_host_with_no_key_is_refused_by_name(ssh_home: Path) -> None:
 def test_a_missing_known_hosts_file_refuses_every_host(ssh_home: Path) -> None:
     (ssh_home / ".ssh" / "known_hosts").unlink()
     cfg = _cfg()
-    with pytest.raises(HostKeyError, match=r"host gpu-01 .*host gpu-02 .*host gpu-03"):
+    with pytest.raises(HostKeyError, match=r"(?s)host gpu-01 .*host gpu-02 .*host gpu-03"):
         ssh_links(cfg.hosts, cfg.ssh_for)
 
 
