@@ -154,7 +154,9 @@ def plain_connection(
     )
 
 
-def _one(preflight: Preflight, host: Host, links: Mapping[str, SshLink]) -> Any:
+def _one(
+    preflight: Preflight, host: Host, links: Mapping[str, SshLink]
+) -> command.remote.ConnectionArgs:
     link = links.get(host.name)
     return ssh_connection(link) if link is not None else plain_connection(preflight, host)
 
@@ -189,8 +191,7 @@ def connection(
     (follow_master's launch): the connection then follows it."""
     known = links or {}
     if isinstance(host, Host):
-        conn: command.remote.ConnectionArgs = _one(preflight, host, known)
-        return conn
+        return _one(preflight, host, known)
     if known:
         return _following(preflight, host, known)
     return plain_connection(preflight, host)

@@ -9,7 +9,7 @@ swarm-scoped objects: nothing relies on an ambient DOCKER_HOST.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ class SwarmClusterArgs:
     (`ssh_specs`); the others reach their engine as they always did."""
 
 
-def ssh_specs(hosts: Sequence[Host], spec_of: Any) -> dict[str, SshSpec]:
+def ssh_specs(hosts: Sequence[Host], spec_of: Callable[[Host], SshSpec]) -> dict[str, SshSpec]:
     """Per host name, `spec_of(host)` (StackConfig.ssh_for) of the ssh:// hosts."""
     return {h.name: spec_of(h) for h in hosts if h.docker_host.startswith("ssh://")}
 
