@@ -21,6 +21,7 @@ from infra.components.jupyter import JupyterLab, JupyterLabArgs
 from infra.components.launch import TrainingLaunch, TrainingLaunchArgs
 from infra.components.monitoring import Monitoring, MonitoringArgs
 from infra.components.network import OverlayNetwork, OverlayNetworkArgs
+from infra.components.remote import ssh_links
 from infra.components.scrape import JobScrape, JobScrapeArgs
 from infra.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from infra.components.services import (
@@ -30,7 +31,7 @@ from infra.components.services import (
     TrainingServices,
     TrainingServicesArgs,
 )
-from infra.components.swarm import SwarmCluster, SwarmClusterArgs
+from infra.components.swarm import SwarmCluster, SwarmClusterArgs, ssh_specs
 
 PROJECT_DIR = Path(__file__).parent
 stack = pulumi.get_stack()
@@ -51,7 +52,14 @@ if cfg.kind == "job":
     assert cfg.cluster is not None  # the config's rules: a job names its cluster
     cluster = ClusterRef(
         f"{stack}-cluster",
-        ClusterRefArgs(cfg.cluster, cfg.hosts, cfg.leader, cfg.secret_names, cfg.cluster_digest),
+        ClusterRefArgs(
+            cfg.cluster,
+            cfg.hosts,
+            cfg.leader,
+            cfg.secret_names,
+            cfg.cluster_digest,
+            ssh=ssh_specs(cfg.hosts, cfg.ssh_for),
+        ),
     )
     swarm = image = network = secrets = cluster
 else:
@@ -66,6 +74,7 @@ else:
             cfg.master,
             facts,
             master_moves=cfg.kind == "single" and cfg.training.recovery.follow_master,
+            ssh=ssh_specs(cfg.hosts, cfg.ssh_for),
         ),
     )
     image = TrainingImage(f"{stack}-image", TrainingImageArgs(cfg.image, PROJECT_DIR, swarm))
@@ -76,6 +85,10 @@ else:
 # has only the idle tasks every job's tasks come after.
 launch = None
 services = None
+# pulumi-command's connections to the ssh:// hosts, with their pinned host keys: fails
+# here, naming the hosts, when the known_hosts file has none for one (a cluster stack
+# runs no remote command).
+links = ssh_links(cfg.hosts, cfg.ssh_for) if cfg.kind != "cluster" else {}
 if cfg.kind == "cluster":
     assert isinstance(image, TrainingImage) and isinstance(network, OverlayNetwork)
     assert isinstance(swarm, SwarmCluster) and facts is not None
@@ -120,6 +133,7 @@ else:
             services=services,
             swarm=swarm,
             image=image,
+            ssh_links=links,
             restart_metrics=cfg.monitoring.enabled,
         ),
     )
@@ -148,6 +162,7 @@ if cfg.monitoring.enabled and cfg.job_name is not None and services is not None:
             active_hosts=cfg.run_hosts,
             preflight=cfg.preflight,
             services=services,
+            ssh_links=links,
         ),
     )
 if cfg.monitoring.enabled and isinstance(network, OverlayNetwork):

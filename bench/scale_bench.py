@@ -26,7 +26,13 @@ from typing import Any
 from harness import ROOT
 
 
-def stack(n: int, key_file: str) -> dict[str, Any]:
+def known_hosts(config: dict[str, Any]) -> str:
+    """A dummy key for every host: the launch's connection pins each ssh:// host's key
+    from the known_hosts file while the program runs (infra/components/remote.py)."""
+    return "".join(f"{h['address']} ssh-ed25519 dummy-{h['name']}\n" for h in config["hosts"])
+
+
+def stack(n: int, key_file: str, known_hosts_file: str = "~/.ssh/known_hosts") -> dict[str, Any]:
     """A valid prod-like config of n hosts (3 managers, or 1 below 3 hosts)."""
     managers = 3 if n >= 3 else 1
     hosts = [
@@ -53,8 +59,8 @@ def stack(n: int, key_file: str) -> dict[str, Any]:
         "training": {"gpus_per_node": 8, "ds_config": "/opt/dss/ds_config.json"},
         # The launch reads the key file while the program runs (a dummy here).
         "preflight": {"ssh_private_key_file": key_file},
-        # As prod: host keys checked (infra/config/rules/ssh.py); nothing is read here.
-        "ssh": {"known_hosts_file": "~/.ssh/known_hosts"},
+        # As prod: host keys checked (infra/config/rules/ssh.py), here against dummies.
+        "ssh": {"known_hosts_file": known_hosts_file},
     }
 
 
@@ -73,7 +79,10 @@ def one(n: int) -> dict[str, Any]:
     key = tempfile.NamedTemporaryFile("w", suffix="-dummy-key")  # noqa: SIM115  # lives for the run
     key.write("dummy")
     key.flush()
-    set_stack_config(stack(n, key.name))
+    hosts_file = tempfile.NamedTemporaryFile("w", suffix="-known-hosts")  # noqa: SIM115  # lives for the run
+    hosts_file.write(known_hosts(stack(n, key.name)))
+    hosts_file.flush()
+    set_stack_config(stack(n, key.name, hosts_file.name))
     t0 = time.perf_counter()
     runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
     _sync_await(wait_for_rpcs())

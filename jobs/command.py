@@ -112,10 +112,18 @@ def _raw(spec: JobSpec) -> dict[str, Any]:
     return {"kind": "job", "cluster": spec.cluster, "training": spec.training()}
 
 
+def leader_ssh(cfg: StackConfig) -> dict[str, Any] | None:
+    """The cluster leader's SSH settings from the stack files (the key, known_hosts and
+    jump host of its `ssh:` block), for its Docker client; None: not ssh://."""
+    if not cfg.leader.docker_host.startswith("ssh://"):
+        return None
+    return cfg.ssh_for(cfg.leader).props()
+
+
 def _swarm_gpus(cfg: StackConfig) -> SwarmGpus:
     """The GPUs of `cfg`'s cluster as its leader answers now (ConfigError: it does not)."""
     try:
-        return read_swarm(endpoint(cfg.leader))
+        return read_swarm(endpoint(cfg.leader), leader_ssh(cfg))
     except HostError as e:
         raise ConfigError([f"the cluster's GPUs could not be read: {e}"]) from None
 
@@ -176,7 +184,7 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     holds the cluster's submit lock (jobs/lock.py), so that two submits cannot both
     pass the check before either has its services."""
     cfg = parse_job(_raw(spec), spec.name, ROOT)
-    with submit_lock(endpoint(cfg.leader), holder_name(spec.name), out):
+    with submit_lock(endpoint(cfg.leader), holder_name(spec.name), out, ssh=leader_ssh(cfg)):
         check_gpus(cfg)
         path = write_job(spec)
         out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")

@@ -100,12 +100,14 @@ def submit_lock(
     hold_s: float = HOLD_S,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Any] = time.sleep,
+    ssh: dict[str, Any] | None = None,
 ) -> Iterator[None]:
     """Hold the cluster's submit lock for the block, waiting up to `wait_s` for another
     holder (saying who, once per holder); let it go afterwards, also on an error.
-    ConfigError when the leader does not answer or the wait runs out."""
+    ConfigError when the leader does not answer or the wait runs out. `ssh`: the
+    leader's SSH settings (jobs/command.py `leader_ssh`), None for the URL's own."""
     try:
-        api = docker_client(leader_endpoint).api
+        api = docker_client(leader_endpoint, ssh).api
         deadline = clock() + wait_s
         told = ""
         while True:

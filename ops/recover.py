@@ -50,7 +50,7 @@ from infra.layout import (
     SECRET_TYPE,
     SERVICE_TYPE,
 )
-from infra.providers.hostops import docker_client, node_hostname
+from infra.providers.hostops import docker_client, node_hostname, ssh_of
 from ops.project import Pulumi as PulumiCli
 
 SERVICE = SERVICE_TYPE
@@ -170,6 +170,18 @@ def leader_endpoint(deployment: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def leader_ssh(deployment: dict[str, Any], endpoint: dict[str, Any]) -> dict[str, Any] | None:
+    """The leader's SSH settings as the program gave them to the dynamic resources
+    (their `ssh_hosts`, by URL): the stack's key, known_hosts and jump host. None (a
+    state without them, a host that is not ssh://): the URL's own user and port,
+    strict keys against OpenSSH's default file (hostops.docker_client)."""
+    for res in _all_resources(deployment):
+        found = ssh_of(_props(res), endpoint)
+        if found:
+            return found
+    return None
+
+
 def known_ids(deployment: dict[str, Any]) -> set[str]:
     """Every Docker object id and swarm node id the state holds."""
     ids: set[str] = set()
@@ -236,7 +248,7 @@ def survey(pulumi: Pulumi) -> tuple[Report, Any]:
     report = Report(pending=pending_operations(deployment))
     adoptable = declared_hosts(deployment)
     endpoint = leader_endpoint(deployment)
-    leader = docker_client(endpoint) if endpoint else None
+    leader = docker_client(endpoint, leader_ssh(deployment, endpoint)) if endpoint else None
     if leader is not None and leader.info()["Swarm"].get("ControlAvailable"):
         known = known_ids(deployment)
         pending_names = {(p.type, p.name) for p in report.pending}

@@ -13,16 +13,17 @@ job's own preview shows as a restart of its services.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_docker as docker
 
-from infra.components.swarm import endpoint, provider_args
+from infra.components.swarm import endpoint, provider_args, ssh_hosts
 from infra.config import ConfigError, Host
 from infra.layout import CLUSTER_REF_TYPE, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
+from infra.sshspec import SshSpec
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class ClusterRefArgs:
     digest: str
     """What the job read of the cluster's stack file (`StackConfig.cluster_digest`):
     it must be what the cluster stack has deployed (its `clusterDigest`)."""
+    ssh: Mapping[str, SshSpec] = field(default_factory=dict)
+    """Per host name, the SSH settings of the ssh:// hosts (swarm.py `ssh_specs`)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class ClusterRef(pulumi.ComponentResource):
     endpoints: dict[str, dict[str, Any]]
     """Per host name, its Docker endpoint as plain data (for dynamic providers)."""
     leader_endpoint: dict[str, Any]
+    ssh_hosts: dict[str, Any]
+    """Per ssh:// endpoint URL, its host's SSH settings (swarm.py `ssh_hosts`)."""
     ref: pulumi.Output[str]
     """The cluster's training image, by digest (its `imageRef`)."""
     network_id: pulumi.Output[str]
@@ -79,8 +84,11 @@ class ClusterRef(pulumi.ComponentResource):
         self.stack = pulumi.StackReference(f"{name}-stack", stack_path(args.cluster), opts=child)
         leader = args.leader
         self.manager_provider = docker.Provider(
-            f"{name}-docker-{leader.name}", **provider_args(leader), opts=child
+            f"{name}-docker-{leader.name}",
+            **provider_args(leader, args.ssh.get(leader.name)),
+            opts=child,
         )
+        self.ssh_hosts = ssh_hosts(args.hosts, args.ssh)
         self.endpoints = {h.name: endpoint(h) for h in args.hosts}
         self.leader_endpoint = self.endpoints[leader.name]
         # require_output: a cluster stack not deployed (or of another kind) fails the

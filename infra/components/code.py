@@ -11,12 +11,14 @@ they are. The image is rebuilt only when its own context changes (its dependenci
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
 
+from infra.components.swarm import ssh_prop
 from infra.config import Code
 from infra.providers.code import CodeSync
 from infra.render.code import Bundle, bundle, code_path
@@ -34,6 +36,8 @@ class TrainingCodeArgs:
     """Host name -> Docker endpoint (`url`, `tls`): the swarm's."""
     tasks: pulumi.Input[list[dict[str, Any]]]
     """The roster's entries (node, service, task id); the master's first."""
+    ssh_hosts: Mapping[str, Any] = field(default_factory=dict)
+    """Per ssh:// endpoint URL, its host's SSH settings (swarm.py `ssh_hosts`)."""
 
 
 class TrainingCode(pulumi.ComponentResource):
@@ -67,6 +71,7 @@ class TrainingCode(pulumi.ComponentResource):
                 "exclude": list(args.code.exclude),
                 "tasks": tasks,
                 "host_endpoints": args.host_endpoints,
+                **ssh_prop(args.ssh_hosts),
             },
             pulumi.ResourceOptions(parent=self),
         )

@@ -9,12 +9,13 @@ comment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 
+from infra.components.swarm import ssh_prop
 from infra.config import Gate, Host
 from infra.providers.gate import CollectiveGate
 from infra.render.gate import GATE_OUTPUTS
@@ -33,6 +34,8 @@ class BandwidthGateArgs:
     """Host name -> Docker endpoint (`url`, `tls`): the swarm's."""
     tasks: pulumi.Input[list[dict[str, Any]]]
     """The roster's entries (node, service, address, task id); rank 0 first."""
+    ssh_hosts: Mapping[str, Any] = field(default_factory=dict)
+    """Per ssh:// endpoint URL, its host's SSH settings (swarm.py `ssh_hosts`)."""
 
 
 class BandwidthGate(pulumi.ComponentResource):
@@ -55,6 +58,7 @@ class BandwidthGate(pulumi.ComponentResource):
             {
                 "tasks": tasks,
                 "host_endpoints": args.host_endpoints,
+                **ssh_prop(args.ssh_hosts),
                 "min_busbw_MBps": g.min_busbw_MBps,
                 "sizes": list(g.sizes),
                 "iters": g.iters,

@@ -8,6 +8,7 @@ image built with `skip_push` exists on one daemon only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from infra.components.swarm import SwarmCluster
 from infra.config import Image
 from infra.render.digest import tree_hash
 from infra.render.specs import BUILD_PLATFORM
+from infra.render.ssh import docker_ssh_opts
+from infra.sshspec import SshSpec
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ def distribute(
     ref_name: str,
     build: docker.DockerBuildArgs,
     host_providers: dict[str, docker.Provider],
+    ssh_specs: Mapping[str, SshSpec] | None = None,
 ) -> pulumi.Output[str]:
     """Build `ref_name` and make it available to every host; returns what services run.
 
@@ -55,8 +59,14 @@ def distribute(
     Without: built on every host's engine (`<name>-build-<host>`), returned by tag.
     """
     if image.registry:
+        # The build host's SSH settings when it is one of the hosts (ssh:// URL as
+        # theirs): the same checks and shared master as the host's own provider.
+        spec = (ssh_specs or {}).get(image.build_host)
         builder = docker.Provider(
-            f"{name}-build-host", host=image.build_host, opts=pulumi.ResourceOptions(parent=parent)
+            f"{name}-build-host",
+            host=image.build_host,
+            ssh_opts=docker_ssh_opts(spec) if spec else None,
+            opts=pulumi.ResourceOptions(parent=parent),
         )
         built = docker.Image(
             f"{name}-build",
@@ -104,6 +114,12 @@ class TrainingImage(pulumi.ComponentResource):
             platform=BUILD_PLATFORM,
         )
         self.ref = distribute(
-            self, name, img, image_name(img, self.tag), build, args.swarm.providers
+            self,
+            name,
+            img,
+            image_name(img, self.tag),
+            build,
+            args.swarm.providers,
+            args.swarm.ssh_specs,
         )
         self.register_outputs({"tag": self.tag, "ref": self.ref})

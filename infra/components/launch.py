@@ -33,10 +33,11 @@ from infra.components.code import TrainingCode, TrainingCodeArgs
 from infra.components.gate import BandwidthGate, BandwidthGateArgs
 from infra.components.launchplan import LaunchTarget, launch_targets, target_script
 from infra.components.launchplan import TrainingLaunchArgs as TrainingLaunchArgs
-from infra.components.launchplan import connection as connection
 from infra.components.launchplan import follow_of as follow_of
 from infra.components.launchplan import master_host as master_host
 from infra.components.launchplan import master_on_spare as master_on_spare
+from infra.components.remote import connection as connection
+from infra.components.swarm import ssh_prop
 from infra.config import Host, Training, code_dir, duration_seconds
 from infra.layout import LAUNCH_TYPE, RUN_RECORD_SUFFIX
 from infra.providers.roster import TaskRoster
@@ -146,6 +147,7 @@ class TrainingLaunch(pulumi.ComponentResource):
         roster_props: dict[str, Any] = {
             "leader_endpoint": args.swarm.leader_endpoint,
             "host_endpoints": args.swarm.endpoints,
+            **ssh_prop(args.swarm.ssh_hosts),
             "services": args.services.service_names,
             "network_id": args.services.training_network_id,
             "expected_tasks": len(args.training_hosts),
@@ -186,6 +188,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 run_name=t.run_name,
                 host_endpoints=args.swarm.endpoints,
                 tasks=tasks,
+                ssh_hosts=args.swarm.ssh_hosts,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
         )
@@ -209,6 +212,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 script=task_script,
                 host_endpoints=args.swarm.endpoints,
                 tasks=tasks,
+                ssh_hosts=args.swarm.ssh_hosts,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=[self.roster]),
         )
@@ -259,7 +263,7 @@ class TrainingLaunch(pulumi.ComponentResource):
             commands.append(
                 command.remote.Command(
                     f"{name}-run{suffix}",
-                    connection=connection(args.preflight, where),
+                    connection=connection(args.preflight, where, args.ssh_links),
                     create=script,
                     delete=stop_script(
                         service=service,
@@ -323,6 +327,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                 "stall_after_s": duration_seconds(recovery.stall_after),
                 "max_restarts": recovery.max_restarts,
                 "host_endpoints": args.swarm.endpoints,
+                **ssh_prop(args.swarm.ssh_hosts),
                 "tasks": entries.apply(
                     lambda es: [{"node": e["node"], "service": e["service"]} for e in es]
                 ),

@@ -1,24 +1,20 @@
 """What a training launch is given and what it decides before registering anything:
 the launch's inputs (`TrainingLaunchArgs`), where each launcher runs
 (`launch_targets`) with which script (`target_script`), what the run's supervisor
-follows (`follow_of`), the master task's host after a takeover, and the SSH connection
-its remote commands use. TrainingLaunch (infra/components/launch.py) registers the
-resources.
+follows (`follow_of`), and the master task's host after a takeover. The SSH
+connection its remote commands use is infra/components/remote.py's. TrainingLaunch
+(infra/components/launch.py) registers the resources.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-
-import pulumi
-import pulumi_command as command
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from infra.codedir import excluded
 from infra.components.clusterref import ClusterRef
 from infra.components.image import TrainingImage
+from infra.components.remote import SshLink
 from infra.components.services import TrainingServices
 from infra.components.swarm import SwarmCluster
 from infra.config import (
@@ -71,40 +67,13 @@ class TrainingLaunchArgs:
     services: TrainingServices
     swarm: SwarmCluster | ClusterRef
     image: TrainingImage | ClusterRef
+    ssh_links: Mapping[str, SshLink] = field(default_factory=dict)
+    """The ssh:// hosts' connections with their pinned host keys (infra/components/
+    remote.py `ssh_links`); a host not here keeps the key file or agent connection."""
     restart_metrics: bool = False
     """The supervisors keep their restart counts as Prometheus text files on the data
     dir, for the node exporters (monitoring.enabled). Default false: the launch script
     is what it was without monitoring."""
-
-
-def connection(
-    preflight: Preflight, host: Host | pulumi.Output[Host]
-) -> command.remote.ConnectionArgs:
-    """SSH connection for remote commands: the configured key file (lab), else the agent.
-    `host` may be known only once the roster is read (follow_master's launch)."""
-    address: pulumi.Input[str]
-    port: pulumi.Input[int]
-    user: pulumi.Input[str]
-    if isinstance(host, Host):
-        address, port, user = host.address, host.ssh_port, host.ssh_user
-    else:
-        address = host.apply(lambda h: h.address)
-        port = host.apply(lambda h: h.ssh_port)
-        user = host.apply(lambda h: h.ssh_user)
-    key_file = preflight.ssh_private_key_file
-    if key_file:
-        return command.remote.ConnectionArgs(
-            host=address,
-            port=port,
-            user=user,
-            private_key=pulumi.Output.secret(Path(key_file).read_text()),
-        )
-    return command.remote.ConnectionArgs(
-        host=address,
-        port=port,
-        user=user,
-        agent_socket_path=os.environ.get("SSH_AUTH_SOCK", ""),
-    )
 
 
 def master_on_spare(hosts: Sequence[Host], entries: Sequence[RosterEntry]) -> str | None:

@@ -14,13 +14,13 @@ the file changing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_command as command
 
-from infra.components.launchplan import connection
+from infra.components.remote import SshLink, connection
 from infra.components.services import TrainingServices
 from infra.config import Host, Monitoring, Network, Preflight, Training
 from infra.render import prometheus
@@ -43,6 +43,8 @@ class JobScrapeArgs:
     preflight: Preflight
     """`ssh_private_key_file`: the key the command connects with (else the agent)."""
     services: TrainingServices
+    ssh_links: Mapping[str, SshLink] = field(default_factory=dict)
+    """The ssh:// hosts' connections (infra/components/remote.py `ssh_links`)."""
 
 
 class JobScrape(pulumi.ComponentResource):
@@ -61,7 +63,7 @@ class JobScrape(pulumi.ComponentResource):
         self.path = prometheus.job_scrape_path(args.job, args.training.data_dir)
         command.remote.Command(
             f"{name}-config",
-            connection=connection(args.preflight, args.master),
+            connection=connection(args.preflight, args.master, args.ssh_links),
             # A new text is an update (the same create, run again): the file is
             # replaced whole and nothing else moves.
             create=prometheus.job_scrape_script(args.job, self.text),

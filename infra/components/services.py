@@ -25,7 +25,7 @@ from infra.components.hostfacts import HostFacts
 from infra.components.image import TrainingImage
 from infra.components.network import OverlayNetwork
 from infra.components.secrets import ClusterSecrets
-from infra.components.swarm import SwarmCluster
+from infra.components.swarm import SwarmCluster, ssh_prop
 from infra.config import Host, Monitoring, Network, Training
 from infra.layout import (
     JOB_LABEL,
@@ -273,7 +273,7 @@ class TrainingServices(pulumi.ComponentResource):
             return None
         return SwarmHostNetwork(
             f"{name}-host-net",
-            {"leader_endpoint": args.swarm.leader_endpoint},
+            {"leader_endpoint": args.swarm.leader_endpoint, **ssh_prop(args.swarm.ssh_hosts)},
             pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
         )
 
@@ -287,6 +287,7 @@ class TrainingServices(pulumi.ComponentResource):
             f"{name}-fit",
             {
                 "leader_endpoint": args.swarm.leader_endpoint,
+                **ssh_prop(args.swarm.ssh_hosts),
                 "job": args.job,
                 "services": list(training_service_names(args.job)),
                 # The master's host (StackConfig.master, the first host), then the

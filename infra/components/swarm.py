@@ -9,8 +9,8 @@ swarm-scoped objects: nothing relies on an ambient DOCKER_HOST.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -20,6 +20,8 @@ from infra.components.hostfacts import HostFacts
 from infra.config import Host
 from infra.providers.swarm import SwarmInit, SwarmNode
 from infra.render.labels import node_labels
+from infra.render.ssh import docker_ssh_opts
+from infra.sshspec import SshSpec
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,27 @@ class SwarmClusterArgs:
     master_moves: bool = False
     """training.recovery.follow_master: the master's host and the spares are labelled
     where the master task may run."""
+    ssh: Mapping[str, SshSpec] = field(default_factory=dict)
+    """Per host name, the SSH settings of the hosts whose engine is an ssh:// URL
+    (`ssh_specs`); the others reach their engine as they always did."""
+
+
+def ssh_specs(hosts: Sequence[Host], spec_of: Callable[[Host], SshSpec]) -> dict[str, SshSpec]:
+    """Per host name, `spec_of(host)` (StackConfig.ssh_for) of the ssh:// hosts."""
+    return {h.name: spec_of(h) for h in hosts if h.docker_host.startswith("ssh://")}
+
+
+def ssh_hosts(hosts: Sequence[Host], specs: Mapping[str, SshSpec]) -> dict[str, Any]:
+    """The dynamic providers' `ssh_hosts` input: per ssh:// endpoint URL, its host's
+    SSH settings (`SshSpec.props`), for `hostops.docker_client`. A prop of its own,
+    never inside an endpoint (SwarmNode and SwarmInit replace on `endpoint`)."""
+    return {h.docker_host: specs[h.name].props() for h in hosts if h.name in specs}
+
+
+def ssh_prop(urls: Mapping[str, Any]) -> dict[str, Any]:
+    """`{"ssh_hosts": urls}` to add to a dynamic resource's inputs, only when there
+    are any: a stack without ssh:// hosts keeps the inputs it had."""
+    return {"ssh_hosts": dict(urls)} if urls else {}
 
 
 def endpoint(host: Host) -> dict[str, Any]:
@@ -54,6 +77,10 @@ class SwarmCluster(pulumi.ComponentResource):
     endpoints: dict[str, dict[str, Any]]
     """Per host name, its Docker endpoint as plain data (for dynamic providers)."""
     leader_endpoint: dict[str, Any]
+    ssh_hosts: dict[str, Any]
+    """Per ssh:// endpoint URL, its host's SSH settings (`ssh_hosts`)."""
+    ssh_specs: dict[str, SshSpec]
+    """Per ssh:// endpoint URL, its host's SSH settings as a spec (the builder's)."""
     swarm_id: pulumi.Output[str]
     nodes: dict[str, SwarmNode]
 
@@ -64,10 +91,15 @@ class SwarmCluster(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[args.facts]))
         super().__init__("deepspeed-swarm:swarm:SwarmCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        spec = args.ssh.get
         self.providers = {
-            h.name: docker.Provider(f"{name}-docker-{h.name}", **provider_args(h), opts=child)
+            h.name: docker.Provider(
+                f"{name}-docker-{h.name}", **provider_args(h, spec(h.name)), opts=child
+            )
             for h in args.hosts
         }
+        self.ssh_hosts = ssh_hosts(args.hosts, args.ssh)
+        self.ssh_specs = {h.docker_host: args.ssh[h.name] for h in args.hosts if h.name in args.ssh}
         leader = args.leader
         self.manager_provider = self.providers[leader.name]
         self.endpoints = {h.name: endpoint(h) for h in args.hosts}
@@ -79,6 +111,7 @@ class SwarmCluster(pulumi.ComponentResource):
                 "endpoint": endpoint(leader),
                 "advertise_addr": leader.address,
                 "addr_pool": None,
+                **ssh_prop(self.ssh_hosts),
             },
             pulumi.ResourceOptions(parent=self),
         )
@@ -102,6 +135,7 @@ class SwarmCluster(pulumi.ComponentResource):
                     "role": h.role,
                     "availability": h.availability,
                     "labels": node_labels(args, h, args.master_moves),
+                    **ssh_prop(self.ssh_hosts),
                 },
                 pulumi.ResourceOptions(parent=self, depends_on=[init]),
             )
@@ -113,12 +147,17 @@ class SwarmCluster(pulumi.ComponentResource):
         return list(self.nodes.values())
 
 
-def provider_args(h: Host) -> dict[str, Any]:
+def provider_args(h: Host, ssh: SshSpec | None = None) -> dict[str, Any]:
     """A `docker.Provider`'s arguments for host `h`'s engine (a job stack's provider
-    to its cluster's leader is made the same way: infra/components/clusterref.py)."""
+    to its cluster's leader is made the same way: infra/components/clusterref.py).
+    An ssh:// engine with its SSH settings `ssh` gets their `ssh_opts`: the same host
+    key checks, key and jump host as every other path, joining the host's shared
+    master (infra/render/ssh.py). `host` stays the URL: the endpoint is unchanged."""
     args: dict[str, Any] = {"host": h.docker_host}
     if h.docker_host.startswith("ssh://"):
-        args["ssh_opts"] = ["-o", "BatchMode=yes", "-p", str(h.ssh_port)]
+        args["ssh_opts"] = (
+            docker_ssh_opts(ssh) if ssh else ["-o", "BatchMode=yes", "-p", str(h.ssh_port)]
+        )
     if h.docker_tls:
         # Read at program start (not in an apply); the key is a secret in state.
         with open(h.docker_tls.ca) as ca, open(h.docker_tls.cert) as cert:

@@ -29,7 +29,8 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import HostError, each, service_container
+from infra.providers.hostops import HostError, each, service_container, ssh_of
+from infra.providers.reach import settle
 from infra.render.code import bundle, code_root, install_script, tar_bytes, verify_script
 
 # Changed, these mean copying again; `run_name` moves the versions' directory.
@@ -38,17 +39,23 @@ CODE_KEYS = ("digest", "run_name", "tasks")
 ARCHIVE_DIR = "/tmp"
 
 
-def _container(endpoint: dict[str, Any], task: dict[str, Any]) -> Any:
+Ssh = dict[str, Any] | None
+"""A host's SSH settings (hostops.ssh_of), None for the URL's own."""
+
+
+def _container(endpoint: dict[str, Any], task: dict[str, Any], ssh: Ssh = None) -> Any:
     """The running container of a roster task; HostError when there is none."""
-    ctr = service_container(endpoint, task["service"])
+    ctr = service_container(endpoint, task["service"], ssh=ssh)
     if ctr is None:
         raise HostError(f"no running task of {task['service']} on {task['node']}")
     return ctr
 
 
-def _exec(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str]:
+def _exec(
+    endpoint: dict[str, Any], task: dict[str, Any], script: str, ssh: Ssh = None
+) -> tuple[int, str]:
     """Run `script` as the training uid in a roster task: exit status and output."""
-    return _run(_container(endpoint, task), script)
+    return _run(_container(endpoint, task, ssh), script)
 
 
 def _run(ctr: Any, script: str) -> tuple[int, str]:
@@ -67,7 +74,7 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
         )
     master, *others = props["tasks"]
     endpoints = props["host_endpoints"]
-    ctr = _container(endpoints[master["node"]], master)
+    ctr = _container(endpoints[master["node"]], master, ssh_of(props, endpoints[master["node"]]))
     name = f"dss-code-{digest}.tar"
     # put_archive unpacks a tar: a one-member tar that holds the bundle's tar.
     if not ctr.put_archive(ARCHIVE_DIR, tar_bytes([(name, b.tar(digest), 0o644)])):
@@ -81,7 +88,10 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
     # The other tasks read the same /data: they must see the same files (all asked at
     # once; the first that does not, in roster order, is reported).
     verify = verify_script(props["run_name"], digest)
-    found = each(others, lambda t: _exec(endpoints[t["node"]], t, verify))
+    found = each(
+        others,
+        lambda t: _exec(endpoints[t["node"]], t, verify, ssh=ssh_of(props, endpoints[t["node"]])),
+    )
     for task, (rc, out) in zip(others, found, strict=True):
         if rc != 0:
             raise Exception(
@@ -91,20 +101,30 @@ def _install(props: dict[str, Any], keep: list[str]) -> None:
             )
 
 
-def _or_gone(endpoint: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str] | None:
-    """`_exec`, or None for a task that is gone (or went while it was asked)."""
+def _or_gone(props: dict[str, Any], task: dict[str, Any], script: str) -> tuple[int, str] | None:
+    """`_exec`, or None for a task that is gone (or went while it was asked), or whose
+    host the swarm knows lost; a host that cannot be reached and is not known lost
+    fails the read, naming it (infra/providers/reach.py)."""
+    where = props["host_endpoints"][task["node"]]
     try:
-        return _exec(endpoint, task, script)
-    except (HostError, DockerException):
+        return _exec(where, task, script, ssh=ssh_of(props, where))
+    except (
+        HostError,
+        DockerException,
+        RequestsConnectionError,
+        ConnectionError,
+        TimeoutError,
+    ) as e:
+        settle(props, task["node"], str(where.get("url")), e)
         return None
 
 
 def check(props: dict[str, Any]) -> str:
     """The digest the tasks hold: `digest` when every reachable task has it intact,
     else a word for what is wrong there (`missing on lab-h2`, `modified on lab-h1`)."""
-    tasks, endpoints = props["tasks"], props["host_endpoints"]
+    tasks = props["tasks"]
     script = verify_script(props["run_name"], props["digest"])
-    found = each(tasks, lambda t: _or_gone(endpoints[t["node"]], t, script))
+    found = each(tasks, lambda t: _or_gone(props, t, script))
     for task, result in zip(tasks, found, strict=True):
         if result is None:
             # A task that is gone is the roster's to report.
@@ -147,7 +167,8 @@ class CodeSyncProvider(BoundaryProvider):
         master = props["tasks"][0]
         root = code_root(props["run_name"])
         try:
-            rc, out = _exec(props["host_endpoints"][master["node"]], master, f"rm -rf {root}")
+            where = props["host_endpoints"][master["node"]]
+            rc, out = _exec(where, master, f"rm -rf {root}", ssh=ssh_of(props, where))
         except (HostError, DockerException, RequestsConnectionError) as e:
             # A destroy goes on without the master's host (gone, unreachable, its task
             # leaving): the code is files on the data dir, nothing runs them any more.

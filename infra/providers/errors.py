@@ -20,3 +20,8 @@ class TransportError(HostError):
     def __init__(self, host: str, url: str, detail: str) -> None:
         self.host, self.url, self.detail = host, url, detail
         super().__init__(f"host {host} ({url}) cannot be reached over ssh: {detail}")
+
+
+class EngineUnreachable(HostError):
+    """A Docker engine that is not reached over ssh:// (a unix socket, tcp://) did not
+    answer: its client could not be made (the engine's version request failed)."""

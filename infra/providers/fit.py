@@ -40,7 +40,7 @@ from pulumi.dynamic import (
 
 from infra.layout import GPU_RESOURCE, JOB_LABEL
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import HostError, docker_client, node_hostname
+from infra.providers.hostops import HostError, docker_client, node_hostname, ssh_of
 
 KEYS = ("leader_endpoint", "job", "services", "hosts", "gpus")
 
@@ -122,10 +122,11 @@ def swarm_gpus(
     return out
 
 
-def read_swarm(leader_endpoint: dict[str, Any]) -> SwarmGpus:
-    """`swarm_gpus` as the cluster's leader answers now."""
+def read_swarm(leader_endpoint: dict[str, Any], ssh: dict[str, Any] | None = None) -> SwarmGpus:
+    """`swarm_gpus` as the cluster's leader answers now (its SSH settings `ssh`,
+    hostops.ssh_of)."""
     try:
-        api = docker_client(leader_endpoint).api
+        api = docker_client(leader_endpoint, ssh).api
         return swarm_gpus(
             api.nodes(), api.services(), api.tasks(filters={"desired-state": "running"})
         )
@@ -176,7 +177,7 @@ def fit_problems(
 
 def check_fit(props: dict[str, Any]) -> list[str]:
     """`fit_problems` for a GpuFit's properties, read from the leader now."""
-    swarm = read_swarm(props["leader_endpoint"])
+    swarm = read_swarm(props["leader_endpoint"], ssh=ssh_of(props, props["leader_endpoint"]))
     return fit_problems(swarm, props["job"], props["services"], props["hosts"], int(props["gpus"]))
 
 

@@ -29,7 +29,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Updat
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import service_container
+from infra.providers.hostops import service_container, ssh_of
 from infra.render.gate import (
     GATE_OUTPUTS,
     GateResult,
@@ -54,7 +54,11 @@ def _run_group(props: dict[str, Any], group: Sequence[dict[str, Any]]) -> tuple[
     addresses = [t["address"] for t in group]
 
     def one(task: dict[str, Any]) -> tuple[int, str]:
-        ctr = service_container(props["host_endpoints"][task["node"]], task["service"])
+        ctr = service_container(
+            props["host_endpoints"][task["node"]],
+            task["service"],
+            ssh=ssh_of(props, props["host_endpoints"][task["node"]]),
+        )
         if ctr is None:
             return 1, f"no running task of {task['service']} on {task['node']}"
         script = collective_script(
@@ -98,7 +102,11 @@ def _figure_of(rc: int, text: str) -> tuple[float, str]:
 
 def _training_running(props: dict[str, Any]) -> bool:
     master = props["tasks"][0]
-    ctr = service_container(props["host_endpoints"][master["node"]], master["service"])
+    ctr = service_container(
+        props["host_endpoints"][master["node"]],
+        master["service"],
+        ssh=ssh_of(props, props["host_endpoints"][master["node"]]),
+    )
     if ctr is None:
         return False
     # The pattern through the environment: pgrep's own command line does not hold it.

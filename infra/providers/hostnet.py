@@ -18,34 +18,40 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import docker_client
+from infra.providers.hostops import docker_client, ssh_of
 
 HOST_NETWORK = "host"
 
 
-def swarm_network_id(endpoint: dict[str, Any], name: str = HOST_NETWORK) -> str:
-    """The swarm-scoped id of a predefined network, asked of the leader."""
+def swarm_network_id(
+    endpoint: dict[str, Any], name: str = HOST_NETWORK, ssh: dict[str, Any] | None = None
+) -> str:
+    """The swarm-scoped id of a predefined network, asked of the leader (its SSH
+    settings `ssh`, hostops.ssh_of)."""
     try:
-        net = docker_client(endpoint).api.inspect_network(name, scope="swarm")
+        net = docker_client(endpoint, ssh).api.inspect_network(name, scope="swarm")
     except Exception as e:
         raise Exception(f"swarm network {name!r}: not readable from the leader: {e}") from None
     return str(net["Id"])
+
+
+def _network_id(props: dict[str, Any]) -> str:
+    leader = props["leader_endpoint"]
+    return swarm_network_id(leader, ssh=ssh_of(props, leader))
 
 
 class SwarmHostNetworkProvider(BoundaryProvider):
     """Reads the id of the swarm's `host` network; creates and deletes nothing."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        network_id = swarm_network_id(props["leader_endpoint"])
+        network_id = _network_id(props)
         return CreateResult(id_=network_id, outs={**props, "network_id": network_id})
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs={**news, "network_id": swarm_network_id(news["leader_endpoint"])})
+        return UpdateResult(outs={**news, "network_id": _network_id(news)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(
-            id_=id_, outs={**props, "network_id": swarm_network_id(props["leader_endpoint"])}
-        )
+        return ReadResult(id_=id_, outs={**props, "network_id": _network_id(props)})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         return diff_keys(olds, news, ("leader_endpoint",))

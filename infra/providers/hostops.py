@@ -8,11 +8,12 @@ provider object).
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from infra.providers import transport
+from infra.providers.errors import EngineUnreachable
 from infra.providers.errors import HostError as HostError
 from infra.providers.errors import TransportError as TransportError
 from infra.render.ssh import script_argv
@@ -90,6 +91,19 @@ def ssh_run(ssh: dict[str, Any], script: str, timeout: int = 60) -> str:
     return proc.stdout
 
 
+SSH_HOSTS = "ssh_hosts"
+"""A dynamic resource's input: per ssh:// endpoint URL, its host's SSH settings
+(`SshSpec.props`); only in the inputs of stacks with ssh:// hosts
+(infra/components/swarm.py `ssh_prop`)."""
+
+
+def ssh_of(props: Mapping[str, Any], endpoint: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The SSH settings the program gave for `endpoint`'s host (`props`' `ssh_hosts`,
+    by URL); None: the URL's own (a state written before the settings were inputs)."""
+    found = (props.get(SSH_HOSTS) or {}).get(str(endpoint.get("url")))
+    return dict(found) if found else None
+
+
 def docker_client(endpoint: dict[str, Any], ssh: dict[str, Any] | None = None) -> Any:
     """A Docker API client for one host's endpoint (`url`, optional `tls`).
 
@@ -114,12 +128,16 @@ def docker_client(endpoint: dict[str, Any], ssh: dict[str, Any] | None = None) -
     try:
         return docker.DockerClient(**kwargs)
     except Exception as e:
-        raise HostError(f"docker {url}: {e}") from None
+        # The way to the engine failed, not an answer of it (infra/providers/reach.py).
+        raise EngineUnreachable(f"docker {url}: {e}") from None
 
 
-def service_container(endpoint: dict[str, Any], service: str) -> Any:
-    """The running container of a Swarm service's task on the host of `endpoint`, or None."""
-    found = docker_client(endpoint).containers.list(
+def service_container(
+    endpoint: dict[str, Any], service: str, ssh: dict[str, Any] | None = None
+) -> Any:
+    """The running container of a Swarm service's task on the host of `endpoint` (its
+    SSH settings `ssh`, `ssh_of`), or None."""
+    found = docker_client(endpoint, ssh).containers.list(
         filters={"label": f"com.docker.swarm.service.name={service}"}
     )
     return found[0] if found else None

@@ -20,7 +20,8 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
 from infra.layout import GPU_RESOURCE
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import docker_client, node_hostname
+from infra.providers.hostops import docker_client, node_hostname, ssh_of
+from infra.providers.reach import host_named, settle
 from infra.render.launch import RosterEntry, duplicate_gpus, order_roster
 
 
@@ -38,7 +39,7 @@ def _assigned_gpus(
     if not endpoint or not container_id:
         return []
     if node not in clients:
-        clients[node] = docker_client(endpoint)
+        clients[node] = docker_client(endpoint, ssh_of(props, endpoint))
     env = clients[node].api.inspect_container(container_id)["Config"]["Env"] or []
     key = f"DOCKER_RESOURCE_{GPU_RESOURCE}="
     value = next((e[len(key) :] for e in env if e.startswith(key)), "")
@@ -59,7 +60,7 @@ def _running_tasks(api: Any, props: dict[str, Any]) -> list[tuple[str, dict[str,
 
 
 def _roster(props: dict[str, Any]) -> list[RosterEntry]:
-    client = docker_client(props["leader_endpoint"])
+    client = docker_client(props["leader_endpoint"], ssh_of(props, props["leader_endpoint"]))
     api = client.api
     nodes = {n["ID"]: node_hostname(n) for n in api.nodes()}
     entries: list[RosterEntry] = []
@@ -93,12 +94,16 @@ def tasks_moved(props: dict[str, Any]) -> bool:
     """Whether the running training tasks are no longer the ones the state holds:
     Swarm moved one (its host was lost, or drained) and the launched run died
     with it. Asked at every diff, so a plain `pulumi preview`/`up` sees it without
-    a refresh (which would also read the lost host, and fail there). An
-    unreachable leader is not a change here; refresh reports it."""
+    a refresh (which would also read the lost host, and fail there). A leader that
+    cannot be reached is no change only when another manager reports it lost
+    (infra/providers/reach.py, with a warning); else the diff fails naming it. An
+    answer that is an error (the leader's API refused) is no change, as before."""
+    leader = props["leader_endpoint"]
     try:
-        api = docker_client(props["leader_endpoint"]).api
+        api = docker_client(leader, ssh_of(props, leader)).api
         live = {t["ID"] for _svc, t in _running_tasks(api, props)}
-    except Exception:
+    except Exception as e:
+        settle(props, host_named(props, leader["url"]), leader["url"], e)
         return False
     return live != {e["task_id"] for e in props.get("entries") or []}
 
@@ -177,11 +182,12 @@ class TaskRosterProvider(BoundaryProvider):
         )
         # Fewer tasks running than expected, or other tasks than the state holds
         # (one moved or was removed): re-read, which relaunches the training.
-        roster_ok = len(olds.get("entries") or []) == news.get("expected_tasks")
+        if len(olds.get("entries") or []) != news.get("expected_tasks"):
+            return DiffResult(changes=True)  # a change already: the leader is not asked
         # A run that follows its tasks (training.recovery.follow_moves) resumed on
         # the moved one itself: a move is no change to it.
         moved = not news.get("follow_moves") and tasks_moved(olds)
-        if not roster_ok or moved or addresses_moved(olds, news):
+        if moved or addresses_moved(olds, news):
             return DiffResult(changes=True)
         return diff_keys(olds, news, (*keys, "follow_moves"))
 

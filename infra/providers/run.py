@@ -33,7 +33,8 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Updat
 
 from infra.layout import TRAIN_UID
 from infra.providers.boundary import BoundaryProvider
-from infra.providers.hostops import each, service_container
+from infra.providers.hostops import each, service_container, ssh_of
+from infra.providers.reach import settle
 from infra.render.run import (
     BAD_STATES,
     Probe,
@@ -70,10 +71,16 @@ def _container(props: dict[str, Any], task: dict[str, Any]) -> Any:
     looked for on every other host."""
     movable = bool(props.get("follow_master")) and task["service"] == props["tasks"][0]["service"]
     try:
-        ctr = service_container(props["host_endpoints"][task["node"]], task["service"])
-    except Exception:
+        ctr = service_container(
+            props["host_endpoints"][task["node"]],
+            task["service"],
+            ssh=ssh_of(props, props["host_endpoints"][task["node"]]),
+        )
+    except Exception as e:
         if not movable:
             raise
+        # Looked for elsewhere only when its host is known lost (reach.py).
+        _settle(props, task["node"], e)
         ctr = None
     if ctr is None and movable:
         return _moved_container(props, task)
@@ -86,12 +93,20 @@ def _moved_container(props: dict[str, Any], task: dict[str, Any]) -> Any:
         if node == task["node"]:
             continue
         try:
-            ctr = service_container(endpoint, task["service"])
-        except Exception:
-            continue  # a host that does not answer holds no task the run can use
+            ctr = service_container(endpoint, task["service"], ssh=ssh_of(props, endpoint))
+        except Exception as e:
+            # A host known lost holds no task the run can use; any other that does not
+            # answer fails the read, naming it (reach.py).
+            _settle(props, node, e)
+            continue
         if ctr is not None:
             return ctr
     return None
+
+
+def _settle(props: dict[str, Any], node: str, error: BaseException) -> None:
+    """`reach.settle` for `node`'s endpoint: returns when passing over it is right."""
+    settle(props, node, str(props["host_endpoints"][node].get("url")), error)
 
 
 def _exec(ctr: Any, script: str, env: dict[str, str] | None = None, user: str = "") -> str:
@@ -117,12 +132,17 @@ def _first_line(e: Exception) -> str:
 def observe(props: dict[str, Any]) -> RunState:
     """The run's state now, from every training task (the master's first: its metrics,
     checkpoints and logs are rank 0's). An unreachable master is `unknown`; another
-    unreachable task adds nothing (its host's loss is the roster's to report)."""
+    unreachable task adds nothing (its host's loss is the roster's to report). Either
+    only when the swarm knows the host lost (reach.py, with a warning); a host that
+    cannot be reached and is not known lost fails the read, naming it."""
     tasks = props["tasks"]
     if not tasks:
         return RunState("unknown", "no training task in the roster")
     # Every task asked at once: this runs in every preview's diff, on every host.
     master, *others = each(tasks, lambda t: _attempt(props, t))
+    for task, probe in zip(tasks, [master, *others], strict=True):
+        if isinstance(probe, Exception):
+            _settle(props, task["node"], probe)
     if isinstance(master, Exception):
         return RunState("unknown", f"cannot read the master task: {_first_line(master)}")
     # One host's loss must not hide the others.
@@ -154,9 +174,11 @@ def relaunch(props: dict[str, Any]) -> RunState:
     for task in props["tasks"]:
         try:
             ctr = _container(props, task)
-        except Exception:
+        except Exception as e:
             # Its host does not answer (lost: with follow_moves the roster keeps the
-            # launch's placement): nothing of the run is left to kill there.
+            # launch's placement): nothing of the run is left to kill there. Only a
+            # host the swarm knows lost; any other fails the relaunch (reach.py).
+            _settle(props, task["node"], e)
             continue
         if ctr is not None:
             _exec(ctr, 'pkill -KILL -f "$SUP" || true; pkill -KILL -f "$PAT" || true', kill)

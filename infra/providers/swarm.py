@@ -30,7 +30,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 from requests.exceptions import ConnectionError as RequestsConnectionError
 
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import HostError, docker_client, node_hostname
+from infra.providers.hostops import HostError, docker_client, node_hostname, ssh_of
 
 SWARM_PORT = 2377
 
@@ -46,7 +46,7 @@ class SwarmInitProvider(BoundaryProvider):
         return {"swarm_id": client.swarm.attrs["ID"]}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        client = docker_client(props["endpoint"])
+        client = docker_client(props["endpoint"], ssh_of(props, props["endpoint"]))
         state = _swarm_state(client)
         if state.get("LocalNodeState") != "active":
             client.swarm.init(
@@ -63,7 +63,7 @@ class SwarmInitProvider(BoundaryProvider):
         return CreateResult(id_=client.swarm.attrs["ID"], outs={**props, **self._describe(client)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        client = docker_client(props["endpoint"])
+        client = docker_client(props["endpoint"], ssh_of(props, props["endpoint"]))
         state = _swarm_state(client)
         if state.get("LocalNodeState") != "active" or not state.get("ControlAvailable"):
             return ReadResult(id_=None, outs={})  # gone: refresh drops it, preview re-creates
@@ -77,7 +77,7 @@ class SwarmInitProvider(BoundaryProvider):
         return diff_keys(olds, news, keys, replace_on=keys, delete_before_replace=True)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        client = docker_client(props["endpoint"])
+        client = docker_client(props["endpoint"], ssh_of(props, props["endpoint"]))
         if _swarm_state(client).get("LocalNodeState") == "active":
             client.swarm.leave(force=True)
 
@@ -163,7 +163,7 @@ class SwarmNodeProvider(BoundaryProvider):
         return node if node.attrs["Status"]["State"] == "ready" else None
 
     def _join(self, props: dict[str, Any], leader: Any) -> None:
-        client = docker_client(props["endpoint"])
+        client = docker_client(props["endpoint"], ssh_of(props, props["endpoint"]))
         state = _swarm_state(client)
         if state.get("LocalNodeState") == "active":
             cluster = (state.get("Cluster") or {}).get("ID")
@@ -198,7 +198,7 @@ class SwarmNodeProvider(BoundaryProvider):
             ) from None
 
     def _converge_node(self, props: dict[str, Any]) -> dict[str, Any]:
-        leader = docker_client(props["leader_endpoint"])
+        leader = docker_client(props["leader_endpoint"], ssh_of(props, props["leader_endpoint"]))
         self._join(props, leader)
         node = None
         for _ in range(60):
@@ -243,7 +243,7 @@ class SwarmNodeProvider(BoundaryProvider):
         return UpdateResult(outs=self._converge(news))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        leader = docker_client(props["leader_endpoint"])
+        leader = docker_client(props["leader_endpoint"], ssh_of(props, props["leader_endpoint"]))
         # By id first: a hostname changed by hand is drift on the host's facts, not a lost
         # node (and swarm learns a hostname back only lazily). By hostname second: a host
         # that left and re-joined is the same declared node under a new id.
@@ -265,10 +265,10 @@ class SwarmNodeProvider(BoundaryProvider):
         return diff_keys(olds, news, keys, replace_on=replace_on, delete_before_replace=True)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        client = docker_client(props["endpoint"])
+        client = docker_client(props["endpoint"], ssh_of(props, props["endpoint"]))
         if props.get("is_leader"):
             return  # the leader leaves with SwarmInit, after every other node
-        leader = docker_client(props["leader_endpoint"])
+        leader = docker_client(props["leader_endpoint"], ssh_of(props, props["leader_endpoint"]))
         # A manager that leaves by force takes its Raft vote with it, and the engine
         # deletes nodes in parallel: two of three managers gone at once leave the
         # swarm without a quorum (the leader then cannot remove them, nor itself

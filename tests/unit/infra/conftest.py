@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
 
-from tests.unit.infra.samples import Mocks, small_config, stack_config
+from tests.unit.infra.samples import Mocks, small_config, stack_config, write_ssh_home
+
+
+@pytest.fixture(autouse=True)
+def ssh_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HOME with a known_hosts holding a key for every sample host: the program pins
+    the ssh:// hosts' keys from `~/.ssh/known_hosts` (never the machine's own file)."""
+    home = write_ssh_home(tmp_path_factory.mktemp("home"))
+    monkeypatch.setenv("HOME", str(home))
+    return home
 
 
 @pytest.fixture

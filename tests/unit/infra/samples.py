@@ -40,6 +40,27 @@ def small_config() -> dict[str, Any]:
     }
 
 
+def golden_host_key(address: str) -> str:
+    """The stand-in host key of `address` in the unit tests' known_hosts."""
+    return f"ssh-ed25519 golden-host-key-{address}"
+
+
+def known_hosts_text() -> str:
+    """A known_hosts with a key for every address the committed stacks and the sample
+    configs use, so that a program with ssh:// hosts pins their keys
+    (infra/components/remote.py) without reading the machine's own file."""
+    addresses = {h["address"] for s in ("dev", "lab8", "prod") for h in stack_config(s)["hosts"]}
+    addresses |= {f"10.0.0.{i}" for i in range(1, 17)}
+    return "".join(f"{a} {golden_host_key(a)}\n" for a in sorted(addresses))
+
+
+def write_ssh_home(home: Path) -> Path:
+    """`home` with `.ssh/known_hosts` (known_hosts_text), for a test's HOME."""
+    (home / ".ssh").mkdir(parents=True, exist_ok=True)
+    (home / ".ssh" / "known_hosts").write_text(known_hosts_text())
+    return home
+
+
 class Mocks(pulumi.runtime.Mocks):
     """Records every resource; fills in the outputs real providers would return."""
 

@@ -13,18 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.infra.samples import write_ssh_home
 from tests.unit.infra.test_program_resources import VARIANTS, _registrations, _render
 
 pytestmark = pytest.mark.unit
 
 MACHINES = (
-    {"HOME": "/home/alice", "TMPDIR": "/tmp/alice-t", "SSH_AUTH_SOCK": "/tmp/ssh-AAAA/agent.101"},
-    {"HOME": "/var/lib/ci/runner-7", "TMPDIR": "/scratch/t", "SSH_AUTH_SOCK": "/run/user/7/a"},
+    {"HOME": "home/alice", "TMPDIR": "/tmp/alice-t", "SSH_AUTH_SOCK": "/tmp/ssh-AAAA/agent.101"},
+    {"HOME": "ci/runner-7", "TMPDIR": "/scratch/t", "SSH_AUTH_SOCK": "/run/user/7/a"},
 )
-# The launch's connection of a stack without a key file holds the operator's
-# SSH_AUTH_SOCK (infra/components/launchplan.py `connection`); C3 of issue 45
-# (docs/design/ssh-transport.md) drops it. Strict: the test fails once it passes.
-AGENT_PATH_IN_STATE = {"prod", "prod-tls"}
+"""HOME is a folder under the test's own (with the known_hosts the program pins the
+ssh:// hosts' keys from); the other values need not exist."""
+
+
+def _machine(env: dict[str, str], run_dir: Path) -> dict[str, str]:
+    """`env` with HOME made under `run_dir`, holding the sample known_hosts."""
+    return {**env, "HOME": str(write_ssh_home(run_dir / env["HOME"]))}
 
 
 def _inputs(
@@ -40,28 +44,25 @@ def _inputs(
 def test_inputs_do_not_depend_on_the_machine(
     variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every registration is the same under two machines' HOME, TMPDIR and SSH agent
-    (the launch's agent path, a known leak until C3, aside)."""
-    texts = []
+    """Every registration is the same under two machines' HOME, TMPDIR and SSH agent."""
+    texts, envs = [], []
     for i, env in enumerate(MACHINES):
         # A folder per run: a variant writes its key and TLS files there.
         run_dir = tmp_path / f"machine-{i}"
         run_dir.mkdir()
-        text = _inputs(variant, run_dir, monkeypatch, env)
-        if variant in AGENT_PATH_IN_STATE:
-            text = text.replace(env["SSH_AUTH_SOCK"], "<agent>")
-        texts.append(text)
+        envs.append(_machine(env, run_dir))
+        texts.append(_inputs(variant, run_dir, monkeypatch, envs[-1]))
     assert texts[0] == texts[1], f"resources-{variant}: an input follows the machine"
-    for env in MACHINES:
+    for env in envs:
         for value in env.values():
             assert value not in texts[0], f"resources-{variant}: {value} in the inputs"
 
 
-@pytest.mark.xfail(strict=True, reason="the launch connection holds SSH_AUTH_SOCK (issue 45, C3)")
-@pytest.mark.parametrize("variant", sorted(AGENT_PATH_IN_STATE))
+@pytest.mark.parametrize("variant", ["prod", "prod-tls"])
 def test_agent_path_stays_out_of_the_inputs(
     variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No SSH_AUTH_SOCK in any input: fails today (prod's launch), passes once C3 lands."""
-    first = _inputs(variant, tmp_path, monkeypatch, MACHINES[0])
+    """No SSH_AUTH_SOCK in any input of the stacks without a key file: pulumi-command
+    reads its own (infra/components/remote.py)."""
+    first = _inputs(variant, tmp_path, monkeypatch, _machine(MACHINES[0], tmp_path))
     assert MACHINES[0]["SSH_AUTH_SOCK"] not in first, f"resources-{variant}: agent path"

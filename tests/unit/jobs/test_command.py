@@ -315,7 +315,7 @@ def test_submit_refuses_a_job_whose_gpus_are_held(
     )
     asked: list[dict[str, Any]] = []
 
-    def read(ep: dict[str, Any]) -> SwarmGpus:
+    def read(ep: dict[str, Any], _ssh: Any = None) -> SwarmGpus:
         asked.append(ep)
         return held
 
@@ -328,7 +328,7 @@ def test_submit_refuses_a_job_whose_gpus_are_held(
     locked: list[str] = []
 
     @contextlib.contextmanager
-    def lock(_ep: dict[str, Any], holder: str, _out: Any) -> Iterator[None]:
+    def lock(_ep: dict[str, Any], holder: str, _out: Any, ssh: Any = None) -> Iterator[None]:
         locked.append(holder)
         try:
             yield
@@ -348,7 +348,7 @@ def test_submit_refuses_a_job_whose_gpus_are_held(
 def test_gpus_free_passes_the_config_on(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Free GPUs on both hosts: the job's config comes back, its hosts checked."""
     free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
-    monkeypatch.setattr(command, "read_swarm", lambda _ep: free)
+    monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: free)
     assert command.gpus_free(spec(project)).job_name == "exp1"
 
 
@@ -361,7 +361,7 @@ def test_cluster_gpus_names_free_gpus_holders_spares_and_down_hosts(
         capacity={"lab-h1": 2},
         held={"lab-h1": [Holder("exp0-master", "exp0", 2)]},
     )
-    monkeypatch.setattr(command, "read_swarm", lambda _ep: swarm)
+    monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: swarm)
     rows = command.cluster_gpus("c1")
     assert [(r.host, r.free, r.total) for r in rows] == [("lab-h1", 0, 2), ("lab-h2", None, None)]
     assert rows[0].line().split() == ["lab-h1", "0", "of", "2", "exp0-master,", "job", "exp0:", "2"]
@@ -377,7 +377,7 @@ def test_cluster_gpus_marks_spares(project: Path, monkeypatch: pytest.MonkeyPatc
     text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
     (project / "Pulumi.c1.yaml").write_text(text)
     swarm = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2, "lab-h3": 2})
-    monkeypatch.setattr(command, "read_swarm", lambda _ep: swarm)
+    monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: swarm)
     rows = command.cluster_gpus("c1")
     roles = [(r.host, r.role, r.free) for r in rows]
     assert roles == [("lab-h1", "", 2), ("lab-h2", "", 2), ("lab-h3", "spare", 2)]
@@ -388,7 +388,7 @@ def test_cluster_gpus_refuses_when_the_leader_does_not_answer(
 ) -> None:
     """A leader that does not answer is a ConfigError naming it, not a traceback."""
 
-    def down(_ep: dict[str, Any]) -> SwarmGpus:
+    def down(_ep: dict[str, Any], _ssh: Any = None) -> SwarmGpus:
         raise HostError("docker unix:///x: connection refused")
 
     monkeypatch.setattr(command, "read_swarm", down)
@@ -514,3 +514,11 @@ def test_list_with_no_reason_is_the_table_alone() -> None:
     """Running and finished runs have no reason: nothing follows the table."""
     row = command.JobRow("exp2", "c1", "finished", 100, 1.5, "2 x 1 cpu")
     assert command.list_lines([row]) == [command.HEADER, row.line()]
+
+
+def test_the_leaders_ssh_settings_come_from_the_stack_file() -> None:
+    from infra.config import parse_stack_config
+    from tests.unit.infra.samples import small_config
+
+    cfg = parse_stack_config(small_config())
+    assert command.leader_ssh(cfg) == cfg.ssh_for(cfg.leader).props()

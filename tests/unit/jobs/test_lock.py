@@ -64,7 +64,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
         def __init__(self) -> None:
             self.api = fake
 
-    monkeypatch.setattr(lock, "docker_client", lambda _ep: Client())
+    monkeypatch.setattr(lock, "docker_client", lambda _ep, _ssh=None: Client())
     return fake
 
 
@@ -137,7 +137,7 @@ def test_a_leader_that_does_not_answer_is_a_config_error(monkeypatch: pytest.Mon
             def create_config(*_a: Any, **_k: Any) -> Any:
                 raise ApiError(500)
 
-    monkeypatch.setattr(lock, "docker_client", lambda _ep: Down())
+    monkeypatch.setattr(lock, "docker_client", lambda _ep, _ssh=None: Down())
     with (
         pytest.raises(ConfigError, match="submit lock could not be taken: docker unix:///s"),
         lock.submit_lock({"url": "unix:///s"}, "b", print),

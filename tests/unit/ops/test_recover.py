@@ -182,3 +182,21 @@ def test_a_job_stack_is_told_by_its_cluster_ref() -> None:
     job = {"resources": [{"type": "deepspeed-swarm:clusterref:ClusterRef"}]}
     assert recover.stack_job(job, "exp-a") == "exp-a"
     assert recover.stack_job({"resources": [{"type": "pulumi:pulumi:Stack"}]}, "dev") is None
+
+
+def test_the_leaders_ssh_settings_come_from_the_state() -> None:
+    """scripts/recover reaches the leader with the stack's key, known_hosts and jump."""
+    url = "ssh://root@h1"
+    settings = {"address": "h1", "known_hosts": "~/kh", "mux": True}
+    state = {
+        "resources": [
+            _res(
+                "s-swarm-init", DYNAMIC, "swarm1", endpoint={"url": url}, ssh_hosts={url: settings}
+            )
+        ]
+    }
+    assert recover.leader_ssh(state, {"url": url}) == settings
+
+
+def test_a_state_without_ssh_settings_gives_none() -> None:
+    assert recover.leader_ssh(CHECKPOINT, LEADER) is None

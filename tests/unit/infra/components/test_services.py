@@ -51,6 +51,7 @@ class _Cluster(pulumi.ComponentResource):
             "leader", host="unix:///leader.sock", opts=pulumi.ResourceOptions(parent=self)
         )
         self.leader_endpoint = {"url": "unix:///leader.sock"}
+        self.ssh_hosts: dict[str, Any] = {}
         self.members: list[pulumi.Resource] = []
 
 

@@ -66,7 +66,7 @@ def test_read_reports_the_first_task_without_the_version(
     """Read gives the digest back only when every task holds it intact; else it names the
     host and what is wrong there, a drift the next `up` repairs."""
     by_node = dict(zip(("h1", "h2"), exits, strict=True))
-    monkeypatch.setattr(code, "_exec", lambda _e, task, _s: (by_node[task["node"]], ""))
+    monkeypatch.setattr(code, "_exec", lambda _e, task, _s, ssh=None: (by_node[task["node"]], ""))
     assert read_digest() == read
 
 
@@ -84,7 +84,7 @@ def test_read_skips_a_task_that_is_gone(
 ) -> None:
     """A task that is gone, or goes while it is asked, is skipped: the others decide."""
 
-    def gone(_e: Any, task: dict[str, Any], _s: str) -> tuple[int, str]:
+    def gone(_e: Any, task: dict[str, Any], _s: str, ssh: Any = None) -> tuple[int, str]:
         if task["node"] == node:
             raise error
         return 0, ""
@@ -97,7 +97,7 @@ def test_read_asks_every_task_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tasks are asked together, not one after another (9 hosts: one round trip)."""
     together = threading.Barrier(2, timeout=10)
 
-    def meet(_e: Any, _task: Any, _s: str) -> tuple[int, str]:
+    def meet(_e: Any, _task: Any, _s: str, ssh: Any = None) -> tuple[int, str]:
         together.wait()  # broken, not passed, when the tasks are asked in turn
         return 0, ""
 
@@ -128,7 +128,7 @@ def test_delete_goes_on_without_the_master_and_warns(
     naming the directory left behind, and does not fail."""
     warned: list[str] = []
 
-    def run(_e: Any, _task: Any, _s: str) -> Any:
+    def run(_e: Any, _task: Any, _s: str, ssh: Any = None) -> Any:
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
@@ -144,7 +144,7 @@ def test_delete_removes_the_run_code_quietly(monkeypatch: pytest.MonkeyPatch) ->
     """A removal that works says nothing."""
     ran: list[str] = []
 
-    def run(_e: Any, _task: Any, script: str) -> tuple[int, str]:
+    def run(_e: Any, _task: Any, script: str, ssh: Any = None) -> tuple[int, str]:
         ran.append(script)
         return 0, ""
 
@@ -154,3 +154,36 @@ def test_delete_removes_the_run_code_quietly(monkeypatch: pytest.MonkeyPatch) ->
     )
     code.CodeSyncProvider().delete("code-r", dict(PROPS))
     assert ran == ["rm -rf /data/code/r"]
+
+
+@pytest.mark.parametrize("swarm_says", ["ready", None])
+def test_read_fails_on_a_host_not_known_lost(
+    monkeypatch: pytest.MonkeyPatch, swarm_says: str | None
+) -> None:
+    """A task's host that cannot be reached fails the read, naming it, unless lost."""
+    from infra.providers import reach
+    from infra.providers.errors import EngineUnreachable
+
+    def unreachable(_e: Any, task: dict[str, Any], _s: str, ssh: Any = None) -> tuple[int, str]:
+        if task["node"] == "h2":
+            raise EngineUnreachable("docker unix:///h2: connection aborted")
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", unreachable)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: swarm_says)
+    with pytest.raises(HostError, match=r"host h2 .*connection aborted"):
+        read_digest()
+
+
+def test_read_passes_over_a_host_known_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.providers import reach
+    from infra.providers.errors import EngineUnreachable
+
+    def unreachable(_e: Any, task: dict[str, Any], _s: str, ssh: Any = None) -> tuple[int, str]:
+        if task["node"] == "h2":
+            raise EngineUnreachable("docker unix:///h2: connection aborted")
+        return 0, ""
+
+    monkeypatch.setattr(code, "_exec", unreachable)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "down")
+    assert read_digest() == PROPS["digest"]

@@ -141,7 +141,7 @@ def test_check_fails_with_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     """The provider's Check returns the refusal as a failure (the engine stops there,
     in a preview too) and the inputs unchanged."""
     monkeypatch.setattr(
-        fit, "read_swarm", lambda _ep: swarm_gpus(NODES, SERVICES, [_task("s1", "n1", 2)])
+        fit, "read_swarm", lambda _ep, ssh=None: swarm_gpus(NODES, SERVICES, [_task("s1", "n1", 2)])
     )
     result = GpuFitProvider().check({}, dict(PROPS))
     (failure,) = result.failures
@@ -151,14 +151,14 @@ def test_check_fails_with_the_problem(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_check_passes_when_free(monkeypatch: pytest.MonkeyPatch) -> None:
     """Free GPUs: no failure."""
-    monkeypatch.setattr(fit, "read_swarm", lambda _ep: swarm_gpus(NODES, SERVICES, []))
+    monkeypatch.setattr(fit, "read_swarm", lambda _ep, ssh=None: swarm_gpus(NODES, SERVICES, []))
     assert GpuFitProvider().check({}, dict(PROPS)).failures == []
 
 
 def test_check_fails_when_the_leader_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     """An unreadable leader refuses the job too, saying so (never a silent pass)."""
 
-    def down(_ep: dict[str, Any]) -> Any:
+    def down(_ep: dict[str, Any], ssh: Any = None) -> Any:
         raise HostError("docker unix:///leader.sock: connection refused")
 
     monkeypatch.setattr(fit, "read_swarm", down)

@@ -57,3 +57,30 @@ def test_ssh_argv_of_a_model_target_joins_the_master() -> None:
     argv = ssh_argv({"user": "root", "address": "h", "port": 22, "known_hosts": "/kh",
                      "mux": True})  # fmt: skip
     assert argv[:3] == ["ssh", "-F", "none"] and "ControlPath=~/.ssh/dss-%C" in argv
+
+
+def test_ssh_of_finds_the_hosts_settings_by_url() -> None:
+    from infra.providers.hostops import ssh_of
+
+    props = {"ssh_hosts": {"ssh://root@h1": {"address": "h1", "mux": True}}}
+    assert ssh_of(props, {"url": "ssh://root@h1"}) == {"address": "h1", "mux": True}
+
+
+def test_ssh_of_is_none_without_settings() -> None:
+    """A state written before the settings were inputs: the URL's own (url_spec)."""
+    from infra.providers.hostops import ssh_of
+
+    assert ssh_of({"endpoint": {"url": "ssh://root@h1"}}, {"url": "ssh://root@h1"}) is None
+
+
+def test_docker_client_opens_the_transport_with_the_given_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from infra.providers import hostops, transport
+    from infra.sshspec import SshSpec
+
+    seen: list[SshSpec] = []
+    monkeypatch.setattr(transport, "docker_client", lambda _url, spec: seen.append(spec))
+    ssh = SshSpec("h1", known_hosts_file="~/kh", jump=None, mux=True).props()
+    hostops.docker_client({"url": "ssh://root@h1"}, ssh)
+    assert seen == [SshSpec.from_props(ssh)] and seen[0].known_hosts_file == "~/kh"

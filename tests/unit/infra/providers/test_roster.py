@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from docker.errors import NotFound
+from docker.errors import APIError, NotFound
 
-from infra.providers import roster
+from infra.providers import reach, roster
+from infra.providers.errors import HostError
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +26,7 @@ def test_roster_of_a_removed_service_is_empty(monkeypatch: pytest.MonkeyPatch) -
     class Client:
         api = Api()
 
-    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint, _ssh=None: Client())
     props = {"leader_endpoint": {"url": "unix:///x"}, "services": ["ds-master", "ds-worker"]}
     assert roster._roster(props) == []
 
@@ -48,7 +49,7 @@ def _swarm_with_tasks(monkeypatch: pytest.MonkeyPatch, running: dict[str, list[s
     class Client:
         api = Api()
 
-    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint, _ssh=None: Client())
 
 
 PROPS = {
@@ -70,13 +71,37 @@ def test_task_moved_to_the_spare_is_a_change(monkeypatch: pytest.MonkeyPatch) ->
     assert roster.tasks_moved(PROPS)
 
 
-def test_unreachable_leader_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A leader that cannot be asked does not fail the diff; refresh reports it."""
-
-    def refuse(_endpoint: Any) -> Any:
+def _refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(_endpoint: Any, _ssh: Any = None) -> Any:
         raise ConnectionError("connection refused")
 
     monkeypatch.setattr(roster, "docker_client", refuse)
+
+
+def test_a_leader_known_lost_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another manager reports the leader down: no change, as before (with a warning)."""
+    _refuse(monkeypatch)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "down")
+    assert not roster.tasks_moved(PROPS)
+
+
+def test_an_unreachable_leader_not_known_lost_fails_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No manager answers: "unknown" is never "no changes"; the diff fails."""
+    _refuse(monkeypatch)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: None)
+    with pytest.raises(HostError, match=r"unix:///x .*connection refused"):
+        roster.tasks_moved(PROPS)
+
+
+def test_an_api_error_of_the_leader_is_not_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer (Docker's 500) is no transport failure: no change, as before."""
+
+    def answer(_endpoint: Any, _ssh: Any = None) -> Any:
+        raise APIError("500 Server Error")
+
+    monkeypatch.setattr(roster, "docker_client", answer)
     assert not roster.tasks_moved(PROPS)
 
 
@@ -106,7 +131,7 @@ def test_host_data_plane_addresses_are_the_hosts(monkeypatch: pytest.MonkeyPatch
     class Client:
         api = Api()
 
-    monkeypatch.setattr(roster, "docker_client", lambda _endpoint: Client())
+    monkeypatch.setattr(roster, "docker_client", lambda _endpoint, _ssh=None: Client())
     props = {
         "leader_endpoint": {"url": "unix:///x"},
         "host_endpoints": {},

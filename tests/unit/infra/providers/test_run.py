@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from infra.providers import run
+from infra.providers import reach, run
+from infra.providers.errors import HostError
 from infra.render.run import RunState, parse_probe
 
 pytestmark = pytest.mark.unit
@@ -83,20 +84,58 @@ def test_update_relaunches_only_a_bad_run(monkeypatch: pytest.MonkeyPatch) -> No
     assert relaunched == [] and outs["relaunches"] == 2 and outs["state"] == "running"
 
 
-def test_unreachable_master_reads_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A master task whose host does not answer: `unknown`, with the error's first line."""
+def _master_down(monkeypatch: pytest.MonkeyPatch, swarm_says: str | None) -> None:
+    """The master's host does not answer; the swarm reports it `swarm_says`."""
 
     def down(_props: dict[str, Any], _task: dict[str, Any]) -> Any:
         raise ConnectionError("connection refused\nmore")
 
     monkeypatch.setattr(run, "_probe", down)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: swarm_says)
+
+
+def test_a_master_known_lost_reads_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A master task whose host the swarm reports down: `unknown`, with the error's
+    first line (as before the rule, plus a warning)."""
+    _master_down(monkeypatch, "down")
     state = run.observe(dict(PROPS))
     assert state.state == "unknown" and state.reason.endswith("connection refused")
 
 
+@pytest.mark.parametrize("swarm_says", ["ready", None])
+def test_an_unreachable_master_not_known_lost_fails_naming_it(
+    monkeypatch: pytest.MonkeyPatch, swarm_says: str | None
+) -> None:
+    """Reported ready, or no manager answers: the read fails naming host and URL."""
+    _master_down(monkeypatch, swarm_says)
+    with pytest.raises(HostError, match=r"host h1 \(unix:///x\) cannot be reached"):
+        run.observe(dict(PROPS))
+
+
+def test_an_unreachable_worker_not_known_lost_fails_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker's host that does not answer is no longer passed over unless lost."""
+    props = {
+        **PROPS,
+        "host_endpoints": {"h1": {"url": "unix:///x"}, "h2": {"url": "unix:///y"}},
+        "tasks": [{"node": "h1", "service": "ds-master"}, {"node": "h2", "service": "ds-worker"}],
+    }
+
+    def probe(_props: dict[str, Any], task: dict[str, Any]) -> Any:
+        if task["node"] == "h2":
+            raise ConnectionError("no route to host")
+        return parse_probe("")
+
+    monkeypatch.setattr(run, "_probe", probe)
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "ready")
+    with pytest.raises(HostError, match=r"host h2 \(unix:///y\).*no route to host"):
+        run.observe(props)
+
+
 def test_every_task_is_read_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The master and the others are read together (this runs in every preview's diff),
-    and one other that does not answer is left out."""
+    and one other that does not answer, its host known lost, is left out."""
     tasks = [{"node": f"h{i}", "service": "ds-worker"} for i in range(1, 5)]
     together = threading.Barrier(len(tasks), timeout=10)
 
@@ -107,7 +146,9 @@ def test_every_task_is_read_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return parse_probe("")
 
     monkeypatch.setattr(run, "_probe", probe)
-    state = run.observe({**PROPS, "tasks": tasks})
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "down")
+    endpoints = {t["node"]: {"url": f"unix:///{t['node']}"} for t in tasks}
+    state = run.observe({**PROPS, "tasks": tasks, "host_endpoints": endpoints})
     assert state.state != "unknown", state
 
 
@@ -123,7 +164,7 @@ MOVING: dict[str, Any] = {
 def containers(monkeypatch: pytest.MonkeyPatch, where: dict[str, dict[str, str]]) -> None:
     """Host url -> service -> container; a url named `down` raises (its host is lost)."""
 
-    def service_container(endpoint: dict[str, str], service: str) -> str | None:
+    def service_container(endpoint: dict[str, str], service: str, ssh: Any = None) -> str | None:
         if endpoint["url"] == "unix:///h1" and where.get("down"):
             raise ConnectionError("h1 does not answer")
         return where.get(endpoint["url"], {}).get(service)
@@ -139,6 +180,7 @@ def test_a_moved_master_is_found_on_another_host(
     answer): its task on the spare is the one probed and relaunched in."""
     where = {"unix:///h3": {"ds-master": "ctr-on-h3"}, "unix:///h2": {"ds-worker": "w"}}
     containers(monkeypatch, {**where, **({"down": {"x": "x"}} if down else {})})
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "down")
     assert run._container(MOVING, MOVING["tasks"][0]) == "ctr-on-h3"
 
 
@@ -173,7 +215,7 @@ def test_a_command_run_is_judged_by_its_exit_records(monkeypatch: pytest.MonkeyP
     """training.command (`exit_records` set): the probe reads the records, and a record
     rc 0 of every launch target is finished below the target step."""
     ctr = _Ctr('exit.master={"rc": 0}\n')
-    monkeypatch.setattr(run, "service_container", lambda _e, _s: ctr)
+    monkeypatch.setattr(run, "service_container", lambda _e, _s, ssh=None: ctr)
     state = run.observe({**PROPS, "exit_records": ["master"], "stall_after_s": 0})
     assert state.state == "finished" and "exit.*.json" in ctr.scripts[0], state
 
@@ -181,6 +223,24 @@ def test_a_command_run_is_judged_by_its_exit_records(monkeypatch: pytest.MonkeyP
 def test_a_train_py_run_ignores_exit_records(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without `exit_records` the probe is today's and a record changes nothing."""
     ctr = _Ctr('exit.master={"rc": 0}\n')
-    monkeypatch.setattr(run, "service_container", lambda _e, _s: ctr)
+    monkeypatch.setattr(run, "service_container", lambda _e, _s, ssh=None: ctr)
     state = run.observe(dict(PROPS))
     assert state.state == "failed" and "exit.*.json" not in ctr.scripts[0], state
+
+
+def test_a_master_host_not_known_lost_is_not_looked_past(monkeypatch: pytest.MonkeyPatch) -> None:
+    """follow_master: a recorded host that does not answer but is `ready` in the swarm
+    fails the read, naming it: its master task may still run there."""
+    containers(monkeypatch, {"down": {"x": "x"}, "unix:///h3": {"ds-master": "ctr-on-h3"}})
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "ready")
+    with pytest.raises(HostError, match=r"host h1 \(unix:///h1\)"):
+        run._container(MOVING, MOVING["tasks"][0])
+
+
+def test_a_relaunch_passes_over_a_host_known_lost_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """relaunch's kill round: a host that does not answer and is `ready` fails it."""
+    props = {**MOVING, "follow_master": False}
+    containers(monkeypatch, {"down": {"x": "x"}})
+    monkeypatch.setattr(reach, "node_state", lambda _p, _h, _u: "ready")
+    with pytest.raises(HostError, match=r"host h1 \(unix:///h1\)"):
+        run.relaunch(props)

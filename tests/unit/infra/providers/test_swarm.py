@@ -75,3 +75,34 @@ def test_endless_conflicts_fail_naming_the_node() -> None:
     leader = Leader(races=100)
     with pytest.raises(HostError, match="swarm node n1: every update of 3 came out of sequence"):
         swarm.update_node_spec(leader, "n1", lambda spec: spec, attempts=3)
+
+
+SSH_URL = "ssh://root@h1"
+SSH_SETTINGS = {"address": "h1", "known_hosts": "~/kh", "mux": True}
+
+
+def test_a_node_is_reached_with_its_ssh_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider hands the host's `ssh_hosts` settings to its Docker client."""
+    seen: list[Any] = []
+
+    class Client:
+        def info(self) -> dict[str, Any]:
+            return {"Swarm": {"LocalNodeState": "inactive"}}
+
+    def client(endpoint: dict[str, Any], ssh: Any = None) -> Client:
+        seen.append((endpoint, ssh))
+        return Client()
+
+    monkeypatch.setattr(swarm, "docker_client", client)
+    props = {"endpoint": {"url": SSH_URL}, "ssh_hosts": {SSH_URL: SSH_SETTINGS}}
+    swarm.SwarmInitProvider().delete("swarm1", props)
+    assert seen == [({"url": SSH_URL}, SSH_SETTINGS)]
+
+
+def test_new_ssh_settings_replace_no_node() -> None:
+    """`ssh_hosts` is outside `endpoint` and every replace_on: a stack that gains it
+    (or a changed key file) keeps its nodes."""
+    olds = {"endpoint": {"url": SSH_URL}, "swarm_id": "s", "advertise_addr": "a", "role": "worker"}
+    news = {**olds, "ssh_hosts": {SSH_URL: SSH_SETTINGS}}
+    assert not swarm.SwarmNodeProvider().diff("n1", olds, news).changes
+    assert not swarm.SwarmInitProvider().diff("s", olds, news).changes
