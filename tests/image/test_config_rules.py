@@ -130,6 +130,9 @@ def ours(hosts: int, ranks: int, ds_config: dict[str, Any]) -> list[str]:
             }
             for i in range(hosts)
         ],
+        # ssh:// hosts need a known_hosts file (strict host keys by default); read when
+        # the program runs, never by the config rules checked here.
+        "ssh": {"known_hosts_file": "~/.ssh/known_hosts"},
         # Not the image's train.py: only DeepSpeed's own rules apply.
         "training": {
             "cpu_only": True,
