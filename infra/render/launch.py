@@ -271,7 +271,8 @@ def launch_script(
         marker = stop_marker(run_name) if supervision is not None else ""
         check = transport_check(log, "start", transport_wait_s, check_transport, marker)
     follow = supervision.follow if supervision is not None else None
-    return f"""{_wait_for_task(service, wait_seconds, follow)}{_writes(files, run_name)}
+    shared = supervision is not None and supervision.exit_record
+    return f"""{_wait_for_task(service, wait_seconds, follow)}{_writes(files, run_name, shared)}
 if {running}; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
@@ -361,13 +362,14 @@ def _clear_markers(supervision: Supervision, run_name: str) -> str:
     return f'docker exec -u {TRAIN_UID} "$ctr" rm -f {" ".join(cleared)}\n'
 
 
-def _writes(files: Sequence[tuple[str, str]], run_name: str) -> str:
+def _writes(files: Sequence[tuple[str, str]], run_name: str, shared: bool = False) -> str:
     """Shell: each file (path, text) handed to the task, the fork server's client
     executable. Each is replaced, not rewritten in place: a running supervisor reads its
-    own."""
+    own. `shared` (training.command): per-node launches write the same files at once,
+    each through a temporary file of its own (`replace_file`)."""
     return "\n".join(
         f'printf %s {shlex.quote(body)} | docker exec -i -u {TRAIN_UID} "$ctr" '
-        f"sh -c {shlex.quote(replace_file(path, path == forkserver_path(run_name)))}"
+        f"sh -c {shlex.quote(replace_file(path, path == forkserver_path(run_name), shared))}"
         for path, body in files
     )
 

@@ -13,8 +13,13 @@ def task_container(var: str, service: str) -> str:
     )
 
 
-def replace_file(path: str, executable: bool = False) -> str:
+def replace_file(path: str, executable: bool = False, shared: bool = False) -> str:
     """Shell, run in a task: its stdin becomes the file `path`, replaced whole (a reader
-    sees the old file or the new one, never half of it); `executable`: mode 755."""
-    mode = f" && chmod 755 {path}.new" if executable else ""
-    return f"mkdir -p $(dirname {path}) && cat > {path}.new{mode} && mv {path}.new {path}"
+    sees the old file or the new one, never half of it); `executable`: mode 755.
+
+    `shared`: other hosts' launches may write the same path at the same moment (the
+    per-node launches of a command, on the shared data dir), so the temporary file is
+    the writer's own (its task's host name and shell pid), not one `.new` they race on."""
+    tmp = f"{path}.new.$(hostname).$$" if shared else f"{path}.new"
+    mode = f" && chmod 755 {tmp}" if executable else ""
+    return f"mkdir -p $(dirname {path}) && cat > {tmp}{mode} && mv {tmp} {path}"

@@ -137,7 +137,9 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
     if "launch-run-state" not in state:
         out["launch-run-state"] = {"<create>"}
         out["launch-run"] = {"create", "delete"}
-    if SCRIPT_ENV not in state:
+    # A replaced launch (a new image) shows as `<replace>` alone: its changed `delete`
+    # is part of the replacement, not an update of its own.
+    if SCRIPT_ENV not in state and out.get("launch-run") != {"<replace>"}:
         out.setdefault("launch-run", set()).add("delete")
     if "launch-gate-allreduce" not in state:
         out["launch-gate"] = {"<create>"}

@@ -17,7 +17,7 @@ fi
 printf %s '10.0.1.3 slots=8
 10.0.1.4 slots=8
 10.0.1.5 slots=8
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/hostfile) && cat > /data/.dss/run/hostfile.new && mv /data/.dss/run/hostfile.new /data/.dss/run/hostfile'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/hostfile) && cat > /data/.dss/run/hostfile.new.$(hostname).$$ && mv /data/.dss/run/hostfile.new.$(hostname).$$ /data/.dss/run/hostfile'
 printf %s 'FROM_DS_ENV=1
 A=b c
 DSS_CODE_DIR=/data/code/run/0123456789ab
@@ -31,7 +31,7 @@ DSS_HOSTFILE=/data/.dss/run/hostfile
 DSS_STEPS=1000
 DSS_CKPT_EVERY=50
 DSS_DS_CONFIG=/opt/dss/ds_config.json
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/env-1) && cat > /data/.dss/run/env-1.new && mv /data/.dss/run/env-1.new /data/.dss/run/env-1'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/env-1) && cat > /data/.dss/run/env-1.new.$(hostname).$$ && mv /data/.dss/run/env-1.new.$(hostname).$$ /data/.dss/run/env-1'
 printf %s '"""A launch attempt'"'"'s exit record: what the run'"'"'s supervisor writes after each attempt of
 a `training.command` launch, and the probe reads (infra/render/probe.py), so the run'"'"'s
 state comes from the processes'"'"' exit codes and not from a metrics file the user'"'"'s
@@ -156,7 +156,7 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/exitrecord.py) && cat > /data/.dss/run/exitrecord.py.new && mv /data/.dss/run/exitrecord.py.new /data/.dss/run/exitrecord.py'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/exitrecord.py) && cat > /data/.dss/run/exitrecord.py.new.$(hostname).$$ && mv /data/.dss/run/exitrecord.py.new.$(hostname).$$ /data/.dss/run/exitrecord.py'
 printf %s '"""The training'"'"'s ranks among a task'"'"'s processes, for a stop that lets them checkpoint.
 
 A stop (a launch replaced or destroyed, or follow_master'"'"'s stop from another host)
@@ -252,7 +252,7 @@ def main(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/ranks.py) && cat > /data/.dss/run/ranks.py.new && mv /data/.dss/run/ranks.py.new /data/.dss/run/ranks.py'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/ranks.py) && cat > /data/.dss/run/ranks.py.new.$(hostname).$$ && mv /data/.dss/run/ranks.py.new.$(hostname).$$ /data/.dss/run/ranks.py'
 printf %s '"""The ranks of a training.command among a node'"'"'s processes, for its stop.
 
 A command'"'"'s target is a script (its absolute path in the code dir, as ranks.py finds
@@ -356,7 +356,7 @@ def main(argv: Sequence[str], proc: str = "/proc") -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/commandranks.py) && cat > /data/.dss/run/commandranks.py.new && mv /data/.dss/run/commandranks.py.new /data/.dss/run/commandranks.py'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/commandranks.py) && cat > /data/.dss/run/commandranks.py.new.$(hostname).$$ && mv /data/.dss/run/commandranks.py.new.$(hostname).$$ /data/.dss/run/commandranks.py'
 printf %s '# deepspeed-swarm: the supervisor of run run (infra/render/run.py)
 set -u
 mkdir -p /data/logs/run
@@ -389,7 +389,7 @@ while :; do
   sleep 10
   if [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
 done
-' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/supervise-1.sh) && cat > /data/.dss/run/supervise-1.sh.new && mv /data/.dss/run/supervise-1.sh.new /data/.dss/run/supervise-1.sh'
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/supervise-1.sh) && cat > /data/.dss/run/supervise-1.sh.new.$(hostname).$$ && mv /data/.dss/run/supervise-1.sh.new.$(hostname).$$ /data/.dss/run/supervise-1.sh'
 if docker exec "$ctr" pgrep -f torchrun >/dev/null 2>&1 || docker exec "$ctr" pgrep -f /data/.dss/run/supervise-1.sh >/dev/null 2>&1; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
