@@ -4,6 +4,11 @@ rank pattern the stop and the probe look for, and the launch's environment file 
 the shell that hands it to the ranks. No Pulumi, no I/O: tested directly and by golden
 files. Used only where `training.command` is set; a launch of `training.script` is
 infra/render/launch.py's alone.
+
+The environment's shell is a file, infra/task/envsetup.sh (rendered by
+infra/render/template.py), run by the supervisor before its loop: its bytes are part of
+the launch script, a resource input, so a changed byte relaunches every command run on
+upgrade.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from posixpath import join
 from infra.command import Command
 from infra.config import Training
 from infra.layout import DATA_MOUNT, IMAGE_HOME, LAUNCH_DIR, SECRETS_DIR
+from infra.render import template
 from infra.render.runfiles import forkserver_path, log_dir
 
 ENV_FILE = "env"
@@ -178,15 +184,7 @@ def env_setup(t: Training, path: str, run_vars: Mapping[str, str], pdsh: bool) -
     under every launcher."""
     q = shlex.quote
     dirs = " ".join(q(run_vars[k]) for k in ("DSS_CHECKPOINT_DIR", "DSS_OUTPUT_DIR"))
-    head = f"mkdir -p {dirs}\n"
-    if pdsh and t.launcher == "deepspeed":
-        return f"{head}export DS_ENV_FILE={q(path)}\n"
-    # Not under `set -u`: a value may name a variable the node does not have, which
-    # DeepSpeed's remote shell expands to nothing.
-    return (
-        f"{head}set +u\n"
-        f'while IFS= read -r dss_line || [ -n "$dss_line" ]; do\n'
-        '  eval "export ${dss_line%%=*}=\\"${dss_line#*=}\\""\n'
-        f"done <{q(path)}\n"
-        "set -u\n"
+    values = {"DIRS": dirs, "ENV_FILE": q(path)}
+    return template.render(
+        "envsetup.sh", values, {"ds_env_file": pdsh and t.launcher == "deepspeed"}
     )

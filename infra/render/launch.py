@@ -1,6 +1,14 @@
 """Pure renderers of the training launch: launcher command lines, the transport check
 and the launch script. No Pulumi, no I/O: tested directly and by golden files.
 
+The launch script is a file, readable whole: infra/task/launch.sh, its optional parts
+(the supervisor, follow_master, the host data plane's forgotten keys, the RDMA
+transport check) marked; this module works out its values and parts, and
+infra/render/template.py renders it. Its bytes must not move: the script is the input
+of the launch's `command.remote.Command`, and any byte of difference is an update that
+stops and relaunches every user's training on upgrade. Every variant the config can
+produce is a golden file (tests/unit/infra/golden/scripts/).
+
 The roster's order, the hostfile and the rank map are infra/render/roster.py's, the stop
 script infra/render/stop.py's, the shell pieces both scripts share infra/render/shell.py's.
 Their names stay importable from here, as before the split: the dynamic provider
@@ -17,6 +25,7 @@ from dataclasses import dataclass
 
 from infra.config import Training
 from infra.layout import IMAGE_HOME, LAUNCH_DIR, MASTER_SERVICE, TRAIN_UID
+from infra.render import template
 from infra.render.roster import RosterEntry as RosterEntry
 from infra.render.roster import duplicate_gpus as duplicate_gpus
 from infra.render.roster import order_roster as order_roster
@@ -178,35 +187,6 @@ NCCL_IB = r"NCCL INFO Using network IB"
 TRANSPORT_WAIT_S = 600
 
 
-def transport_check(
-    log: str, offset_var: str, wait_seconds: int, stop_pattern: str, marker: str = ""
-) -> str:
-    """Shell that reads the launcher log after line `$<offset_var>` (this launch's lines)
-    until NCCL names its transport: IB passes; sockets, or an IB that failed to start,
-    stops the training and fails the launch with NCCL's line, which names the host and
-    the rank's device. No verdict in time passes with a warning (NCCL_DEBUG is the
-    stack's to lower; NCCL_NET=IB still makes a fallback impossible). `marker`: the
-    run's stop marker, set first so its supervisor does not restart what was stopped."""
-    # One read of the log a second; both verdicts are looked for in what it gave.
-    tail = f'docker exec "$ctr" tail -n +$(({offset_var} + 1)) {log}'
-    mark = f'    docker exec -u {TRAIN_UID} "$ctr" touch {marker}\n' if marker else ""
-    return f"""for i in $(seq 1 {wait_seconds}); do
-  new=$({tail} 2>/dev/null || true)
-  bad=$(printf '%s\\n' "$new" | grep -E -m1 {shlex.quote(NCCL_SOCKETS + "|" + NCCL_NO_IB)} || true)
-  if [ -n "$bad" ]; then
-{mark}    docker exec "$ctr" pkill -TERM -f {shlex.quote(stop_pattern)} || true
-    echo "launch: RDMA is declared but NCCL did not use it; training stopped. NCCL said: $bad" >&2
-    exit 1
-  fi
-  ok=$(printf '%s\\n' "$new" | grep -E -m1 {shlex.quote(NCCL_IB)} || true)
-  if [ -n "$ok" ]; then echo "launch: NCCL uses IB: $ok"; exit 0; fi
-  sleep 1
-done
-echo "launch: NCCL named no transport within {wait_seconds}s (NCCL_DEBUG below INFO?);\
- NCCL_NET=IB allows no fallback" >&2
-"""
-
-
 def launch_script(
     *,
     service: str,
@@ -227,8 +207,9 @@ def launch_script(
     detached as the training user. Idempotent: an already-running launch is kept.
 
     `check_transport` (with RDMA declared: the training script's command-line pattern,
-    what a failed check stops): then wait for NCCL's transport verdict
-    (transport_check), so a run that would fall back to sockets fails `pulumi up`.
+    what a failed check stops): then wait up to `transport_wait_s` for NCCL's transport
+    verdict (launch.sh's check_transport part), so a run that would fall back to
+    sockets fails `pulumi up`.
 
     `forget_host_keys` (the host data plane): before a new launch, the master task forgets
     the SSH host keys it learnt. Each task makes its host key when it starts, and on the
@@ -252,66 +233,36 @@ def launch_script(
     cmd = shlex.join(argv)
     log = launcher_log(run_name)
     inner = f"mkdir -p {log_dir(run_name)} && cd {workdir} && exec {cmd} >>{log} 2>&1"
-    running = f'docker exec "$ctr" pgrep -f {shlex.quote(argv[0])} >/dev/null 2>&1'
-    clear = ""
+    values = {
+        "SERVICE": shlex.quote(service),
+        "WAIT_SECONDS": str(wait_seconds),
+        "LAUNCHER": shlex.quote(argv[0]),
+        "TRAIN_UID": str(TRAIN_UID),
+        "STOP": stop_marker(run_name),
+    }
     if supervision is not None:
         sup = supervisor_path(run_name, supervision.node_rank)
         files += _supervised_files(supervision, cmd, run_name, workdir)
         inner = f"exec sh {sup}"
-        # A supervisor between two attempts has no launcher: it is the run too.
-        running += f' || docker exec "$ctr" pgrep -f {shlex.quote(sup)} >/dev/null 2>&1'
-        clear = _clear_markers(supervision, run_name)
-    forget, start, check = "", "", ""
-    if forget_host_keys:
-        forget = f"docker exec -u {TRAIN_UID} \"$ctr\" sh -c 'rm -f ~/.ssh/known_hosts'\n"
-    # With the check: the log's lines before this launch, so only its own count.
+        values |= {"SUPERVISOR": shlex.quote(sup), "ACTIVE": active_path(run_name)}
     if check_transport:
-        count = f'grep -c "" {log} 2>/dev/null || true'
-        start = f"start=$(docker exec \"$ctr\" sh -c '{count}')\n"
-        marker = stop_marker(run_name) if supervision is not None else ""
-        check = transport_check(log, "start", transport_wait_s, check_transport, marker)
+        values |= {
+            "LOG": log,
+            "TRANSPORT_WAIT_S": str(transport_wait_s),
+            "NCCL_BAD": shlex.quote(NCCL_SOCKETS + "|" + NCCL_NO_IB),
+            "NCCL_IB": shlex.quote(NCCL_IB),
+            "CHECK_PATTERN": shlex.quote(check_transport),
+        }
     follow = supervision.follow if supervision is not None else None
     shared = supervision is not None and supervision.exit_record
-    return f"""{_wait_for_task(service, wait_seconds, follow)}{_writes(files, run_name, shared)}
-if {running}; then  # idempotent
-  echo "launch: $svc on $(hostname) already running; kept"
-  exit 0
-fi
-{forget}{clear}{start}docker exec -d -u {TRAIN_UID} "$ctr" sh -c {shlex.quote(inner)}
-echo "launch: started on $(hostname) in $ctr"
-{check}"""
-
-
-def _wait_for_task(service: str, wait_seconds: int, follow: Follow | None) -> str:
-    """The launch script's start: `$ctr` is the service's task container on this host
-    once it is healthy; none within `wait_seconds` fails the launch (follow_master: with
-    a hint, since the master task may run elsewhere after a takeover)."""
-    hint = ""
-    if follow is not None and follow.master_moves:
-        hint = (
-            '  echo "training.recovery.follow_master: the master task runs elsewhere since a '
-            "takeover (docker service ps $svc) and the launch runs where the run was "
-            "launched; the old run is stopped. Move the master task back (docker node "
-            "update --availability drain <spare>, then active) and run pulumi up again "
-            '(docs/run.md)" >&2\n'
-        )
-    return f"""set -eu
-svc={shlex.quote(service)}
-health_fmt='{{{{if .State.Health}}}}{{{{.State.Health.Status}}}}{{{{else}}}}none{{{{end}}}}'
-ctr=""
-for i in $(seq 1 {wait_seconds}); do
-  ctr=$(docker ps -q --filter "label=com.docker.swarm.service.name=$svc" | head -n1)
-  if [ -n "$ctr" ]; then
-    health=$(docker inspect -f "$health_fmt" "$ctr")
-    [ "$health" = healthy ] || [ "$health" = none ] && break
-  fi
-  sleep 1
-done
-if [ -z "$ctr" ]; then
-  echo "no running task of $svc on $(hostname) after {wait_seconds}s" >&2
-{hint}  exit 1
-fi
-"""
+    values |= {"WRITES": _writes(files, run_name, shared) + "\n", "INNER": shlex.quote(inner)}
+    flags = {
+        "supervised": supervision is not None,
+        "master_moves": follow is not None and follow.master_moves,
+        "forget_host_keys": forget_host_keys,
+        "check_transport": bool(check_transport),
+    }
+    return template.render("launch.sh", values, flags)
 
 
 def _supervised_files(
@@ -351,15 +302,6 @@ def _supervised_files(
         exit_record=node if supervision.exit_record else None,
     )
     return [*files, (supervisor_path(run_name, supervision.node_rank), body)]
-
-
-def _clear_markers(supervision: Supervision, run_name: str) -> str:
-    """Shell: a new launch clears the stop marker a previous stop left; follow_master:
-    and the run's active file, so its supervisor claims the run with no takeover counted."""
-    cleared = [stop_marker(run_name)]
-    if supervision.follow is not None and supervision.follow.master_moves:
-        cleared.insert(0, active_path(run_name))
-    return f'docker exec -u {TRAIN_UID} "$ctr" rm -f {" ".join(cleared)}\n'
 
 
 def _writes(files: Sequence[tuple[str, str]], run_name: str, shared: bool = False) -> str:

@@ -2,6 +2,13 @@
 run gracefully (the ranks first, so they checkpoint; then the launchers; SIGKILL after
 the grace period), and follow_master's stop of a run taken over on another host. No
 Pulumi, no I/O: tested directly and by golden files.
+
+The stop script is a file, readable whole: infra/task/stop.sh, its optional parts
+marked; this module works out its values and parts, and infra/render/template.py
+renders it. Its bytes must not move: the script is the `delete` input of the launch's
+`command.remote.Command`, and a byte of difference is an update of every launch on
+upgrade. Every variant the config can produce is a golden file
+(tests/unit/infra/golden/scripts/).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import shlex
 from dataclasses import dataclass
 
 from infra.layout import DATA_MOUNT, IMAGE_PYTHON, LAUNCH_DIR, TRAIN_UID
+from infra.render import template
 from infra.render.runfiles import (
     command_ranks_path,
     follow_path,
@@ -18,7 +26,6 @@ from infra.render.runfiles import (
     supervisor_prefix,
     takeover_path,
 )
-from infra.render.shell import task_container
 from infra.render.supervisor import LEASE_S
 from infra.task.commandranks import MODULE_ENV
 from infra.task.ranks import LAUNCHERS_AFTER_S, SCRIPT_ENV
@@ -77,72 +84,62 @@ def stop_script(
     run's active file): its watch stops the training gracefully on the marker.
     `command`: a training.command's ranks, by commandranks.py (under pdsh every host's,
     SIGKILL included)."""
-    pat = shlex.quote(pattern)
-    mark = _marks(run_name, follow, takeover)
-    elsewhere = ""
-    if takeover and run_name and data_dir:
-        elsewhere = _stop_elsewhere(service, run_name, data_dir, grace_seconds)
-    finder = (
-        ranks_function(pattern) if command is None else command_ranks_function(command, run_name)
-    )
-    # Under pdsh the pattern reaches the master's processes only: the other hosts'
-    # ranks get their SIGKILL from commandranks.py too.
-    kill = "ranks kill >/dev/null\n" if command is not None and command.ssh_port else ""
-    return f"""set -u
-{task_container("ctr", service)}
-{elsewhere}[ -n "$ctr" ] || {{ echo "stop: no task of {service} here; nothing to stop"; exit 0; }}
-{mark}{finder}n=$(ranks term)
-case "$n" in
-  ''|*[!0-9]*)
-    echo "stop: cannot tell the ranks apart ($n); SIGTERM to all of the training" >&2
-    docker exec "$ctr" pkill -TERM -f {pat} || true ;;
-  *) echo "stop: SIGTERM to $n rank(s)" ;;
-esac
-idle=0
-end=$(($(date +%s) + {grace_seconds}))
-while [ "$(date +%s)" -lt "$end" ]; do
-  if ! docker exec "$ctr" pgrep -f {pat} >/dev/null 2>&1; then
-    echo "stop: training exited"
-    exit 0
-  fi
-  if [ "$(ranks count)" = 0 ]; then idle=$((idle + 1)); else idle=0; fi
-  if [ "$idle" -eq {LAUNCHERS_AFTER_S} ]; then  # about that many seconds: one round each
-    echo "stop: no rank left; SIGTERM to the launchers"
-    docker exec "$ctr" pkill -TERM -f {pat} || true
-  fi
-  sleep 1
-done
-echo "stop: still running after {grace_seconds}s (blocked: a peer is gone?); SIGKILL" >&2
-{kill}docker exec "$ctr" pkill -KILL -f {pat} || true
-"""
-
-
-def _marks(run_name: str, follow: bool, takeover: bool) -> str:
-    """Shell: the run's stop marker set; with follow, its supervisor, the follow program
-    (and the takeover program) killed (see `stop_script`)."""
-    if not run_name:
-        return ""
-    mark = f'docker exec -u {TRAIN_UID} "$ctr" touch {stop_marker(run_name)} || true\n'
-    if follow:
-        owners = [supervisor_prefix(run_name), follow_path(run_name)]
-        if takeover:
-            owners.append(takeover_path(run_name))
-        for owner in owners:
-            mark += f'docker exec "$ctr" pkill -KILL -f {shlex.quote(owner)} || true\n'
-    return mark
+    if command is not None:
+        finder = _command_ranks_values(command, run_name)
+    else:
+        finder = _script_ranks_values(pattern)
+    q = shlex.quote
+    values = {
+        **finder,
+        "SERVICE": service,
+        "PATTERN": q(pattern),
+        "GRACE_SECONDS": str(grace_seconds),
+        "LAUNCHERS_AFTER_S": str(LAUNCHERS_AFTER_S),
+        "TRAIN_UID": str(TRAIN_UID),
+    }
+    elsewhere = bool(takeover and run_name and data_dir)
+    if elsewhere:
+        run_dir = f"{data_dir}{LAUNCH_DIR.removeprefix(DATA_MOUNT)}/{run_name}"
+        values |= {
+            "RUN_DIR": q(run_dir),
+            "ELSEWHERE_WAIT_S": str(grace_seconds + 60),
+            "LEASE_EXPIRED_S": str(LEASE_S + 10),
+        }
+    if run_name:
+        values |= {
+            "STOP": stop_marker(run_name),
+            "SUPERVISOR_PREFIX": q(supervisor_prefix(run_name)),
+            "FOLLOW_PROGRAM": q(follow_path(run_name)),
+            "TAKEOVER_PROGRAM": q(takeover_path(run_name)),
+        }
+    flags = {
+        "elsewhere": elsewhere,
+        "stop_marker": bool(run_name),
+        "follow": bool(run_name) and follow,
+        "takeover": takeover,
+        "ranks_of_script": command is None,
+        "command_ranks": command is not None,
+        "everywhere": command is not None and command.ssh_port is not None,
+    }
+    return template.render("stop.sh", values, flags)
 
 
 def ranks_function(pattern: str) -> str:
     """Shell: `ranks count|term`, infra/task/ranks.py run in the task container `$ctr`
     by the image's python from stdin, the script in its environment (so no command
     line in the task but the ranks' own names it)."""
-    return (
-        "ranks() {\n"
-        f'  docker exec -i -e {SCRIPT_ENV}={shlex.quote(pattern)} "$ctr" '
-        f'{IMAGE_PYTHON} -I -S - "$1" <<\'DSS_RANKS\' 2>/dev/null || echo "?"\n'
-        f"{ranks_program()}DSS_RANKS\n"
-        "}\n"
-    )
+    return template.part("stop.sh", "ranks_of_script", _script_ranks_values(pattern), {})
+
+
+def _script_ranks_values(pattern: str) -> dict[str, str]:
+    """The values of stop.sh's ranks_of_script part: ranks.py's text (its docstring
+    cut: the code alone, in a heredoc) and what it is told."""
+    return {
+        "SCRIPT_ENV": SCRIPT_ENV,
+        "PATTERN": shlex.quote(pattern),
+        "IMAGE_PYTHON": IMAGE_PYTHON,
+        "RANKS_PROGRAM": ranks_program(),
+    }
 
 
 def command_ranks_function(ranks: CommandRanks, run_name: str) -> str:
@@ -150,52 +147,29 @@ def command_ranks_function(ranks: CommandRanks, run_name: str) -> str:
     Under pdsh it runs on every hostfile host through pdsh, as the training user with
     the launcher's sshd port (DeepSpeed's runner sets `PDSH_SSH_ARGS_APPEND` the same
     way), and the hosts' counts are summed; `?` when no host answered."""
+    flags = {"everywhere": ranks.ssh_port is not None}
+    return template.part("stop.sh", "command_ranks", _command_ranks_values(ranks, run_name), flags)
+
+
+def _command_ranks_values(ranks: CommandRanks, run_name: str) -> dict[str, str]:
+    """The values of stop.sh's command_ranks part: commandranks.py in the run's dir,
+    the script or module in its environment; under pdsh the command pdsh runs on every
+    hostfile host (one shell word)."""
     if not run_name:  # the program is in the run's dir: without it the path is wrong
         raise ValueError("a command's stop needs run_name; allowed: the run's name")
     q = shlex.quote
     env = f"{MODULE_ENV if ranks.module else SCRIPT_ENV}={ranks.target}"
-    program = f"{IMAGE_PYTHON} -S -E {command_ranks_path(run_name)}"
     if ranks.ssh_port is None:
-        return (
-            "ranks() {\n"
-            f'  docker exec -e {q(env)} "$ctr" {program} "$1" 2>/dev/null || echo "?"\n'
-            "}\n"
-        )
-    hostfile = q(f"{LAUNCH_DIR}/{run_name}/hostfile")
-    ssh_args = q(f"PDSH_SSH_ARGS_APPEND=-p {ranks.ssh_port}")
-    return (
-        f'hosts=$(docker exec "$ctr" cat {hostfile} | '
-        """awk 'NF {printf "%s%s", s, $1; s = ","}')\n"""
-        "ranks() {\n"
-        '  [ -n "$hosts" ] || { echo "?"; return; }\n'
-        f'  docker exec -u {TRAIN_UID} -e {ssh_args} "$ctr" pdsh -S -t 5 -u {PDSH_TIMEOUT_S} '
-        f'-w "$hosts" {q(f"{q(env)} {program} ")}"$1" 2>/dev/null |\n'
-        """    awk -F': ' '$2 ~ /^[0-9]+$/ {n += $2; k++} END {if (k) print n; else print "?"}'\n"""
-        "}\n"
-    )
-
-
-def _stop_elsewhere(service: str, run_name: str, data_dir: str, grace_seconds: int) -> str:
-    """follow_master's stop when the master task is not on this host: the marker set
-    on the shared data dir (this host's path of /data), then a wait for the run's
-    active file to go (the supervisor ends: the grace, its restart delay, a margin)."""
-    run_dir = shlex.quote(f"{data_dir}{LAUNCH_DIR.removeprefix(DATA_MOUNT)}/{run_name}")
-    wait = grace_seconds + 60
-    return f"""if [ -z "$ctr" ] && [ -e {run_dir}/active ]; then
-  touch {run_dir}/stop || {{ echo "stop: cannot set the stop marker in {run_dir}" >&2; exit 1; }}
-  echo "stop: no task of {service} here; its run was taken over elsewhere: stop marker set"
-  for i in $(seq 1 {wait}); do
-    if [ ! -e {run_dir}/active ]; then echo "stop: training exited"; exit 0; fi
-    # A lease not touched for longer than a takeover waits: no supervisor runs the
-    # run any more (its task was replaced or lost with its host): nothing to wait for.
-    age=$(( $(date +%s) - $(stat -c %Y {run_dir}/lease 2>/dev/null || echo 0) ))
-    if [ "$age" -gt {LEASE_S + 10} ]; then
-      echo "stop: the run's lease is ${{age}}s old: no supervisor runs it; nothing to wait for"
-      exit 0
-    fi
-    sleep 1
-  done
-  echo "stop: the run's supervisor did not end in {wait}s (see its launcher.log)" >&2
-  exit 1
-fi
-"""
+        return {
+            "RANKS_ENV": q(env),
+            "IMAGE_PYTHON": IMAGE_PYTHON,
+            "COMMAND_RANKS": command_ranks_path(run_name),
+        }
+    program = f"{IMAGE_PYTHON} -S -E {command_ranks_path(run_name)}"
+    return {
+        "HOSTFILE": q(f"{LAUNCH_DIR}/{run_name}/hostfile"),
+        "TRAIN_UID": str(TRAIN_UID),
+        "PDSH_SSH_ARGS": q(f"PDSH_SSH_ARGS_APPEND=-p {ranks.ssh_port}"),
+        "PDSH_TIMEOUT_S": str(PDSH_TIMEOUT_S),
+        "PDSH_COMMAND": q(f"{q(env)} {program} "),
+    }

@@ -1,7 +1,15 @@
 """The run's supervisor, rendered: the shell loop that restarts a crashed launcher, the
 restart counts it keeps for Prometheus, and, with training.recovery.follow_moves, what it
 follows (`Follow`, the settings of infra/task/follow.py) and the master task's takeover
-loop (follow_master). Pure; no Pulumi, no I/O: tested directly.
+loop (follow_master). Pure; no Pulumi, no I/O: tested directly and by golden files.
+
+The scripts are files, readable whole: infra/task/supervisor.sh and
+infra/task/takeoverloop.sh, their optional parts marked; this module works out their
+values and which parts a run has, and infra/render/template.py renders them. The bytes
+must not move: the supervisor is part of the launch script, an input of the launch's
+resource, and the takeover loop part of the master service's spec, so a changed byte
+relaunches every user's training (or restarts the master task) on upgrade. Every
+variant the config can produce is a golden file (tests/unit/infra/golden/scripts/).
 
 The supervisor is a file on the shared /data (beside the hostfile), run detached in a
 training task as the training user. Its command line names the file, not the training
@@ -16,6 +24,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from infra.render import template
 from infra.render.runfiles import (
     BUDGET_SPENT,
     RESTARTS_FILE,
@@ -146,16 +155,14 @@ def takeover_loop(interval_s: int = 5) -> str:
     `pkill`/`pgrep -f` on the run's paths and the launcher's name must never match
     this loop (the task would end with it)."""
     run = "${DSS_RUN}"
-    program, settings = takeover_path(run), follow_settings_path(run)
-    return (
-        "while pgrep -x sshd >/dev/null; do\n"
-        f'  if [ -f "{program}" ] && [ -f "{settings}" ] && [ -d "{log_dir(run)}" ]; then\n'
-        f'    python3 "{program}" takeover "{settings}" >>"{launcher_log(run)}" 2>&1\n'
-        "  fi\n"
-        f"  sleep {interval_s}\n"
-        "done\n"
-        "exit 1\n"
-    )
+    values = {
+        "PROGRAM": takeover_path(run),
+        "SETTINGS": follow_settings_path(run),
+        "LOG_DIR": log_dir(run),
+        "LOG": launcher_log(run),
+        "INTERVAL_S": str(interval_s),
+    }
+    return template.render("takeoverloop.sh", values, {})
 
 
 def supervisor_script(
@@ -198,138 +205,64 @@ def supervisor_script(
     each attempt the supervisor writes its exit record (infra/task/exitrecord.py) from
     this attempt's lines of the launcher log; a new supervisor first removes the one
     a previous launch left."""
-    log = launcher_log(run_name)
-    restarts = f"{log_dir(run_name)}/{RESTARTS_FILE}"
-    stop = stop_marker(run_name)
     q = shlex.quote
-    metrics, count, spent = _metrics(metrics_file, run_name, supervisor)
-    claim, top, lost, release = "", "", "", ""
-    if follow is not None and follow.master_moves:
+    moves = follow is not None and follow.master_moves
+    if moves:
         cmd = cmd.replace(f"--master_addr={MASTER_ADDR_SLOT}", '--master_addr="$master"')
-        claim, top, lost, release = _ownership(run_name, pattern)
-    attempt = _attempt(cmd, log, pattern, run_name, follow)
+    values = {
+        "RUN_NAME": run_name,
+        "LOG_DIR": q(log_dir(run_name)),
+        "WORKDIR": q(workdir),
+        "SETUP": setup,
+        "CMD": cmd,
+        "LOG": q(launcher_log(run_name)),
+        "STOP": q(stop_marker(run_name)),
+        "PATTERN": q(pattern),
+        "MAX_RESTARTS": str(max_restarts),
+        "DELAY_S": str(delay_s),
+        "BUDGET_SPENT": BUDGET_SPENT,
+        "RESTARTS": q(f"{log_dir(run_name)}/{RESTARTS_FILE}"),
+    }
+    if moves:
+        values |= {"ACTIVE": q(active_path(run_name)), "LEASE": q(lease_path(run_name))}
+    if metrics_file is not None:
+        values |= _metrics(metrics_file, run_name, supervisor)
+    if follow is not None:
+        values |= _follow(follow, run_name)
     if exit_record is not None:
-        setup, attempt = _with_exit_record(setup, attempt, log, run_name, exit_record)
-    # The old path stays in the first line: the text is part of the launch's script, and
-    # another would relaunch every run on a stack that changed nothing.
-    return f"""# deepspeed-swarm: the supervisor of run {run_name} (infra/render/run.py)
-set -u
-mkdir -p {q(log_dir(run_name))}
-cd {q(workdir)}
-{setup}{claim}{metrics}restarts=0
-while :; do
-{top}  rc=0
-{attempt}{lost}  if [ "$rc" -eq 0 ] || [ -e {q(stop)} ]; then {release}exit "$rc"; fi
-  if [ "$restarts" -ge {max_restarts} ]; then
-    echo "supervisor: the launcher exited $rc; restart budget ({max_restarts}) spent" >>{q(log)}
-    printf '{{"event":"{BUDGET_SPENT}","exit_code":%s,"time":%s}}\\n' "$rc" "$(date +%s)" \\
-      >>{q(restarts)}
-{spent}    {release}exit "$rc"
-  fi
-  restarts=$((restarts + 1))
-  printf '{{"event":"restart","restart":%s,"exit_code":%s,"time":%s}}\\n' \\
-    "$restarts" "$rc" "$(date +%s)" >>{q(restarts)}
-{count}  echo "supervisor: the launcher exited $rc; restart $restarts of {max_restarts}\
- in {delay_s}s, from the newest complete checkpoint" >>{q(log)}
-  pkill -KILL -f {q(pattern)} 2>/dev/null || true
-  sleep {delay_s}
-  if [ -e {q(stop)} ]; then {release}exit "$rc"; fi
-done
-"""
+        values |= {
+            "EXIT_RECORD": q(exit_record_path(run_name, exit_record)),
+            "EXITRECORD_PROGRAM": q(exitrecord_path(run_name)),
+            "NODE": q(exit_record),
+        }
+    flags = {
+        "metrics": metrics_file is not None,
+        "follow": follow is not None,
+        "forget_host_keys": follow is not None and follow.forget_host_keys,
+        "master_moves": moves,
+        "exit_record": exit_record is not None,
+    }
+    return template.render("supervisor.sh", values, flags)
 
 
-def _ownership(run_name: str, pattern: str) -> tuple[str, str, str, str]:
-    """follow_master: the supervisor's claim on the run (at its start: the active file
-    names its task, keeping the takeovers counted so far), its check before each attempt
-    and after it (a task that took the run over meanwhile owns it: this one stops its
-    ranks and ends, leaving the file), and its release when it ends by itself."""
+def _metrics(metrics_file: str, run_name: str, supervisor: str) -> dict[str, str]:
+    """The values of the supervisor's metrics part: the file, its folder, the file it is
+    written to first, and its text as a printf format (restart_metrics_text)."""
     q = shlex.quote
-    active, lease = q(active_path(run_name)), q(lease_path(run_name))
-    claim = (
-        f"n=0\n[ -f {active} ] && read -r _t _s n <{active}\n"
-        f'printf \'%s %s %s\\n\' "${{DSS_TASK_ID:-}}" "${{DSS_SPEC:-}}" "${{n:-0}}" >{active}.new '
-        f"&& mv {active}.new {active}\n"
-        f"touch {lease}\n"
-        f'owner() {{ read -r t _r <{active} 2>/dev/null && [ "$t" = "${{DSS_TASK_ID:-}}" ]; }}\n'
-    )
-    top = "  owner || exit 0\n"
-    lost = (
-        "  if ! owner; then\n"
-        f'    echo "supervisor: another master task took the run over; stopping here" >>'
-        f"{q(launcher_log(run_name))}\n"
-        f"    pkill -KILL -f {q(pattern)} 2>/dev/null || true\n"
-        "    exit 0\n"
-        "  fi\n"
-    )
-    return claim, top, lost, _release(run_name)
+    return {
+        "METRICS_DIR": q(metrics_file.rsplit("/", 1)[0]),
+        "METRICS_TEXT": restart_metrics_text(run_name, supervisor),
+        "METRICS_NEW": q(metrics_file + ".new"),
+        "METRICS_FILE": q(metrics_file),
+    }
 
 
-def _release(run_name: str) -> str:
-    """follow_master, shell before an `exit`: the run's active file removed when it
-    still names this supervisor's task (a run ended by itself or stopped)."""
-    return f"{{ owner && rm -f {shlex.quote(active_path(run_name))}; }}; "
-
-
-def _metrics(metrics_file: str | None, run_name: str, supervisor: str) -> tuple[str, str, str]:
-    """The supervisor's restart counts as Prometheus text (with a metrics file): the
-    function and its first call, the call at a restart, the call at a spent budget."""
-    if metrics_file is None:
-        return "", "", ""
-    q = shlex.quote
-    text = restart_metrics_text(run_name, supervisor)
-    metrics = (
-        f"metrics() {{\n  mkdir -p {q(metrics_file.rsplit('/', 1)[0])} && "
-        f'printf \'{text}\' "$1" "$2" >{q(metrics_file + ".new")} && '
-        f"mv {q(metrics_file + '.new')} {q(metrics_file)}\n}}\nmetrics 0 0\n"
-    )
-    return metrics, '  metrics "$restarts" 0\n', '    metrics "$restarts" 1\n'
-
-
-def _with_exit_record(
-    setup: str, attempt: str, log: str, run_name: str, node: str
-) -> tuple[str, str]:
-    """The setup and one attempt with the exit record: the log's line count before the
-    attempt, the record written after it (a failure to write it fails no attempt)."""
-    q = shlex.quote
-    out = q(exit_record_path(run_name, node))
-    program = q(exitrecord_path(run_name))
-    before = f'  start=$(grep -c "" {q(log)} 2>/dev/null || true)\n'
-    after = (
-        f'  python3 {program} record {q(log)} "${{start:-0}}" "$rc" {q(node)} {out} '
-        "2>/dev/null || true\n"
-    )
-    return f"rm -f {out}\n{setup}", before + attempt + after
-
-
-def _attempt(cmd: str, log: str, pattern: str, run_name: str, follow: Follow | None) -> str:
-    """One attempt of the supervisor's loop: the launcher run, its exit code in `rc`."""
-    q = shlex.quote
-    if follow is None:
-        return f"  {cmd} >>{q(log)} 2>&1 || rc=$?\n"
-    # follow_master: takeover.py's rebuild and watch, which wrap follow.py's.
+def _follow(follow: Follow, run_name: str) -> dict[str, str]:
+    """The values of the supervisor's follow part: the program it runs (follow_master:
+    takeover.py, which wraps follow.py), its settings and the hostfile."""
     path = takeover_path(run_name) if follow.master_moves else follow_path(run_name)
-    program, settings = q(path), q(follow_settings_path(run_name))
-    forget = "  rm -f ~/.ssh/known_hosts\n" if follow.forget_host_keys else ""
-    guard = "  owner || exit 0\n" if follow.master_moves else ""
-    # follow_master: a stop ends the run's claim (a stop from another host waits for it).
-    release = _release(run_name) if follow.master_moves else ""
-    # follow_master: rank 0's address is the hostfile's first, which the rebuild made
-    # this task's own.
-    master = (
-        f"  master=$(awk 'NR==1{{print $1; exit}}' {q(follow.hostfile)})\n"
-        if follow.master_moves
-        else ""
-    )
-    return (
-        f"  python3 {program} rebuild {settings} >>{q(log)} 2>&1 || true\n"
-        # A stop during the rebuild's wait: start nothing.
-        f"  if [ -e {q(stop_marker(run_name))} ]; then {release}exit 0; fi\n"
-        # follow_master: nor when another master task took the run over meanwhile.
-        f"{guard}"
-        f"{forget}{master}"
-        f"  {cmd} >>{q(log)} 2>&1 &\n"
-        "  pid=$!\n"
-        f'  python3 {program} watch {settings} "$pid" >>{q(log)} 2>&1 \\\n'
-        f"    || pkill -KILL -f {q(pattern)} 2>/dev/null || true\n"
-        '  wait "$pid" || rc=$?\n'
-    )
+    return {
+        "FOLLOW_PROGRAM": shlex.quote(path),
+        "FOLLOW_SETTINGS": shlex.quote(follow_settings_path(run_name)),
+        "HOSTFILE": shlex.quote(follow.hostfile),
+    }
