@@ -1,0 +1,23 @@
+# deepspeed-swarm: the supervisor of run run (infra/render/run.py)
+set -u
+mkdir -p /data/logs/run
+cd /opt/dss
+restarts=0
+while :; do
+  rc=0
+  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /data/code/run/0123456789ab/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ] || [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
+  if [ "$restarts" -ge 3 ]; then
+    echo "supervisor: the launcher exited $rc; restart budget (3) spent" >>/data/logs/run/launcher.log
+    printf '{"event":"budget_spent","exit_code":%s,"time":%s}\n' "$rc" "$(date +%s)" \
+      >>/data/logs/run/restarts.jsonl
+    exit "$rc"
+  fi
+  restarts=$((restarts + 1))
+  printf '{"event":"restart","restart":%s,"exit_code":%s,"time":%s}\n' \
+    "$restarts" "$rc" "$(date +%s)" >>/data/logs/run/restarts.jsonl
+  echo "supervisor: the launcher exited $rc; restart $restarts of 3 in 10s, from the newest complete checkpoint" >>/data/logs/run/launcher.log
+  pkill -KILL -f /data/code/run/0123456789ab/train.py 2>/dev/null || true
+  sleep 10
+  if [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
+done
