@@ -186,7 +186,7 @@ def test_nodes_in_the_file_and_the_gpus_column(project: Path) -> None:
     path = command.write_job(spec(project, nodes=1, extra={"launch_mode": "no_ssh"}))
     assert stack_file_values(path.read_text())["training"]["nodes"] == 1
     assert command.gpus(command.job_settings("exp1")) == "1 x 1 cpu"
-    with pytest.raises(ConfigError, match=r"training\.nodes: 3 but the stack has 2 active"):
+    with pytest.raises(ConfigError, match=r"training\.nodes: job 'exp1' needs 3 host\(s\)"):
         command.write_job(spec(project, nodes=3))
 
 
