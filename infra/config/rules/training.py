@@ -136,7 +136,8 @@ def spare_gpu_model(cfg: StackConfig) -> list[str]:
 
 
 def workers_for_launcher(cfg: StackConfig) -> list[str]:
-    if len(cfg.training_hosts) > 1 or cfg.training.launch_mode == "no_ssh":
+    # Named hosts count as named: one that is no host is refused by its own rule.
+    if len(cfg.training.hosts or cfg.training_hosts) > 1 or cfg.training.launch_mode == "no_ssh":
         return []
     if cfg.training.launcher == "torchrun":
         return []

@@ -89,7 +89,7 @@ def test_named_host_not_a_candidate_is_refused(name: str, why: str) -> None:
 
 def test_named_drained_host_is_refused() -> None:
     """A named host that is drained is refused naming it."""
-    raw = job_raw(hosts=["gpu-03"])
+    raw = job_raw(hosts=["gpu-01", "gpu-03"])
     raw["hosts"][2]["availability"] = "drain"
     assert problems(raw) == [
         "training.hosts: job 'exp1' names 'gpu-03', which is drained; allowed: the cluster's "
@@ -99,7 +99,7 @@ def test_named_drained_host_is_refused() -> None:
 
 def test_named_host_with_too_few_gpus_is_refused_once() -> None:
     """A named host short of GPUs is refused naming it, not also by the GPU count rule."""
-    raw = job_raw(hosts=["gpu-03"])
+    raw = job_raw(hosts=["gpu-01", "gpu-03"])
     raw["hosts"][2]["gpus"]["count"] = 4
     assert problems(raw) == [
         "training.hosts: job 'exp1' names 'gpu-03', which has 4 GPU(s), fewer than 8; "
@@ -117,8 +117,8 @@ def test_named_host_twice_is_refused() -> None:
 
 def test_named_hosts_other_than_nodes_are_refused() -> None:
     """Named hosts of another number than `nodes` are refused naming both."""
-    assert problems(job_raw(hosts=["gpu-01"], nodes=2)) == [
-        "training.hosts: job 'exp1' names 1 host(s) but training.nodes is 2; allowed: 2 "
+    assert problems(job_raw(hosts=["gpu-01", "gpu-02"], nodes=3)) == [
+        "training.hosts: job 'exp1' names 2 host(s) but training.nodes is 3; allowed: 3 "
         "host(s), or nodes unset"
     ]
 
@@ -126,9 +126,9 @@ def test_named_hosts_other_than_nodes_are_refused() -> None:
 def test_hosts_outside_a_job_are_refused() -> None:
     """`training.hosts` in a single stack is refused: only a job names its hosts."""
     raw = small_config()
-    raw["training"]["hosts"] = ["gpu-01"]
+    raw["training"]["hosts"] = ["gpu-01", "gpu-02"]
     assert problems(raw) == [
-        "training.hosts: ['gpu-01'] in a stack of kind 'single'; allowed: only in a job "
+        "training.hosts: ['gpu-01', 'gpu-02'] in a stack of kind 'single'; allowed: only in a job "
         "stack (a single or cluster stack trains on its hosts in `hosts` order)"
     ]
 
