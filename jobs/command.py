@@ -156,7 +156,7 @@ def placed(spec: JobSpec, cluster: StackConfig, swarm: SwarmGpus) -> JobSpec:
     old = stack_file_values(path.read_text()).get("training") or {} if path.exists() else {}
     training = Training.model_validate(raw["training"])
     keys = job_hosts(spec.name, training, cluster, swarm, old)
-    return replace(spec, hosts=keys["hosts"], placement=keys["placement"])
+    return replace(spec, hosts=keys.get("hosts"), placement=keys.get("placement"))
 
 
 def check_gpus(cfg: StackConfig, swarm: SwarmGpus | None = None) -> None:

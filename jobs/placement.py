@@ -4,7 +4,9 @@ writes into the job's stack file (docs/design/sharing.md, 3.1).
 - Hosts the person names (`--hosts a,b`, master first): `placement: named`; the config
   rules and the GPU check judge them.
 - A job whose stack file already has hosts keeps them while its services hold GPUs
-  (a code push never moves a running job), and keeps named hosts always.
+  (a code push never moves a running job), and keeps named hosts always. A running
+  job whose file has none (submitted before hosts existed) and a CPU job (no GPU to
+  plan by) get none: the cluster's master host and the next hosts, as before.
 - Otherwise (a new job, or a planned one stopped) the planner (infra/placement.py)
   picks them from the GPUs the cluster's leader reports free now: `placement:
   planned`. A job that does not fit now is refused, naming the shortfall and who
@@ -41,9 +43,13 @@ def job_hosts(
     ConfigError: the cluster cannot hold the job, or not now."""
     if training.hosts:
         return {"hosts": list(training.hosts), "placement": "named"}
-    kept = old.get("hosts")
-    if kept and (old.get("placement") != "planned" or holds_gpus(swarm, job)):
+    kept, running = old.get("hosts"), holds_gpus(swarm, job)
+    if kept and (old.get("placement") != "planned" or running):
         return {"hosts": list(kept), "placement": old.get("placement") or "named"}
+    if running or not training.gpus_per_node:
+        # A job placed before hosts existed keeps its placement while it runs (pinning
+        # it would replace its tasks); a CPU job holds no GPU to plan by.
+        return {}
     own = training_service_names(job)
     free = {h: swarm.free(h, own) for h in swarm.capacity}
     nodes = training.nodes or len(cluster.eligible_hosts)

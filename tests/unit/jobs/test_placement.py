@@ -95,3 +95,17 @@ def test_job_the_cluster_never_holds_is_refused() -> None:
         "training.nodes: job 'exp-b' needs 9 host(s) with 8 GPU(s); the cluster has 8 "
         f"({', '.join(LAB8)}); allowed: at most 8 node(s). Nothing was changed"
     ]
+
+
+def test_running_job_without_hosts_keeps_its_placement() -> None:
+    """A job submitted before hosts existed, running, gets none: pinning it would
+    replace its tasks."""
+    held = SwarmGpus(
+        capacity={h: 8 for h in LAB8}, held={"lab-h1": [Holder("exp-b-master", "exp-b", 8)]}
+    )
+    assert job_hosts("exp-b", Training(nodes=1, gpus_per_node=8), lab8(), held, {}) == {}
+
+
+def test_cpu_job_is_not_planned() -> None:
+    """A job that reserves no GPU gets no hosts unless named: nothing to plan by."""
+    assert job_hosts("exp-b", Training(nodes=2, gpus_per_node=0), lab8(), swarm(), {}) == {}
