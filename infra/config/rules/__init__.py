@@ -307,7 +307,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "monitoring.prometheus_port",
         "error",
-        "With monitoring: not a port Swarm holds nor the master host's SSH port.",
+        "With monitoring: not a port Swarm holds nor the SSH port of hosts[0], where "
+        "Prometheus runs (in a job too).",
         ports.prometheus_port,
     ),
     Rule(
