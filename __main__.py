@@ -119,6 +119,7 @@ else:
             swarm=swarm,
             facts=facts,
             job=cfg.job_name,
+            master=cfg.master if cfg.training.hosts else None,
         ),
     )
     launch = TrainingLaunch(
@@ -163,6 +164,7 @@ if cfg.monitoring.enabled and cfg.job_name is not None and services is not None:
             preflight=cfg.preflight,
             services=services,
             ssh_links=links,
+            prometheus_host=cfg.hosts[0],
         ),
     )
 if cfg.monitoring.enabled and isinstance(network, OverlayNetwork):

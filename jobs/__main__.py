@@ -42,6 +42,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--nodes", type=int, help="hosts it runs on (default every training host)")
     s.add_argument("--gpus-per-node", type=int)
     s.add_argument("--gpu-model", help="only hosts with this GPU model (hosts[].gpus.model)")
+    s.add_argument("--hosts", type=lambda v: [h for h in v.split(",") if h],
+                   help="the hosts it runs on, master first (a,b); default: planned from "
+                   "the GPUs free now")  # fmt: skip
     s.add_argument("--ds-config", help="a DeepSpeed config file in the project")
     s.add_argument("--fork-server", action="store_true",
                    help="launchers and ranks forked from a warm interpreter per task "
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 args=() if typed else args, command=args if typed else None,
                 steps=a.steps, checkpoint_every=a.checkpoint_every, nodes=a.nodes,
                 gpus_per_node=a.gpus_per_node, gpu_model=a.gpu_model, ds_config=a.ds_config,
-                fork_server=a.fork_server, extra=dict(a.set),
+                fork_server=a.fork_server, extra=dict(a.set), hosts=a.hosts,
             )  # fmt: skip
             command.submit(spec)
         elif a.op == "list":

@@ -21,7 +21,7 @@ import json
 import shlex
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +29,17 @@ from pulumi import automation as auto
 
 from infra.components.hostfacts import ssh_target
 from infra.components.swarm import endpoint
-from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
+from infra.config import ConfigError, StackConfig, Training, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
 from infra.config import stack_file_yaml as render_stack_file
+from infra.config.jobs import job_config
 from infra.layout import PROJECT, training_service_names
 from infra.providers.fit import SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError, ssh_argv
 from infra.render.launch import metrics_path
 from infra.render.runfiles import launcher_log
 from jobs.lock import holder_name, submit_lock
+from jobs.placement import job_hosts
 from jobs.record import run_record as run_record
 from jobs.table import GPU_HEADER as GPU_HEADER
 from jobs.table import HEADER as HEADER
@@ -69,6 +71,11 @@ class JobSpec:
     ds_config: str | None = None
     fork_server: bool = False
     """training.fork_server; written only when on (a job without it keeps its file)."""
+    hosts: Sequence[str] | None = None
+    """training.hosts, master first: named by the person (`--hosts`), or planned by
+    `submit` (jobs/placement.py); written only when set."""
+    placement: str | None = None
+    """training.placement with `hosts`: `named` (default) or `planned`."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """More `training` keys, as `--set key=json` gives them."""
 
@@ -89,6 +96,9 @@ class JobSpec:
                 out[key] = value
         if self.fork_server:
             out["fork_server"] = True
+        if self.hosts:
+            out["hosts"] = list(self.hosts)
+            out["placement"] = self.placement or "named"
         return {**out, **self.extra}
 
 
@@ -136,13 +146,27 @@ def gpus_free(spec: JobSpec) -> StackConfig:
     return cfg
 
 
-def check_gpus(cfg: StackConfig) -> None:
+def placed(spec: JobSpec, cluster: StackConfig, swarm: SwarmGpus) -> JobSpec:
+    """`spec` with the hosts it runs on (jobs/placement.py): named, kept or planned from
+    the GPUs free in `swarm`. ConfigError: the cluster cannot hold it, or not now."""
+    raw, _, problems = job_config(_raw(spec), spec.name, ROOT)
+    if problems:
+        raise ConfigError(problems)
+    path = stack_file(spec.name)
+    old = stack_file_values(path.read_text()).get("training") or {} if path.exists() else {}
+    training = Training.model_validate(raw["training"])
+    keys = job_hosts(spec.name, training, cluster, swarm, old)
+    return replace(spec, hosts=keys.get("hosts"), placement=keys.get("placement"))
+
+
+def check_gpus(cfg: StackConfig, swarm: SwarmGpus | None = None) -> None:
     """The check every preview of a job makes (infra/providers/fit.py), made before
-    anything is written: the GPUs it asks for free on each of its hosts."""
+    anything is written: the GPUs it asks for free on each of its hosts (`swarm`: as
+    the leader answered already)."""
     gpus = cfg.training.gpus_per_node
     if gpus and cfg.job_name is not None:
         problems = fit_problems(
-            _swarm_gpus(cfg),
+            swarm or _swarm_gpus(cfg),
             cfg.job_name,
             training_service_names(cfg.job_name),
             [h.name for h in cfg.training_hosts],
@@ -183,9 +207,13 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     GPUs it asks for are held by another job. From the GPU check to the end of `up` it
     holds the cluster's submit lock (jobs/lock.py), so that two submits cannot both
     pass the check before either has its services."""
-    cfg = parse_job(_raw(spec), spec.name, ROOT)
-    with submit_lock(endpoint(cfg.leader), holder_name(spec.name), out, ssh=leader_ssh(cfg)):
-        check_gpus(cfg)
+    cluster = cluster_settings(spec.cluster)
+    with submit_lock(
+        endpoint(cluster.leader), holder_name(spec.name), out, ssh=leader_ssh(cluster)
+    ):
+        swarm = _swarm_gpus(cluster)
+        spec = placed(spec, cluster, swarm)
+        check_gpus(parse_job(_raw(spec), spec.name, ROOT), swarm)
         path = write_job(spec)
         out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
         stack = workspace_stack(spec.name, env)

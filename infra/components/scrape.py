@@ -45,6 +45,9 @@ class JobScrapeArgs:
     services: TrainingServices
     ssh_links: Mapping[str, SshLink] = field(default_factory=dict)
     """The ssh:// hosts' connections (infra/components/remote.py `ssh_links`)."""
+    prometheus_host: Host | None = None
+    """Where the cluster's Prometheus runs (its first host) when that is not the job's
+    master host (a job that names its hosts); None: the master host."""
 
 
 class JobScrape(pulumi.ComponentResource):
@@ -61,13 +64,32 @@ class JobScrape(pulumi.ComponentResource):
         super().__init__("deepspeed-swarm:scrape:JobScrape", name, None, opts)
         self.text = prometheus.job_scrape_config(args, args.job)
         self.path = prometheus.job_scrape_path(args.job, args.training.data_dir)
-        command.remote.Command(
+        elsewhere = args.prometheus_host not in (None, args.master)
+        written = command.remote.Command(
             f"{name}-config",
             connection=connection(args.preflight, args.master, args.ssh_links),
             # A new text is an update (the same create, run again): the file is
             # replaced whole and nothing else moves.
-            create=prometheus.job_scrape_script(args.job, self.text),
+            create=prometheus.job_scrape_script(args.job, self.text, reload=not elsewhere),
             delete=prometheus.job_unscrape_script(args.job, args.training.data_dir),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.services]),
         )
+        if elsewhere and args.prometheus_host is not None:
+            self._reload(name, args, args.prometheus_host, written)
         self.register_outputs({"path": self.path})
+
+    def _reload(
+        self, name: str, args: JobScrapeArgs, host: Host, written: command.remote.Command
+    ) -> None:
+        """Prometheus on another host than the job's master: reload it there once the
+        file is written (again for a new text); deleted first when the job goes, it
+        removes the file on that host's data dir and reloads, so the removed job's
+        targets go at once."""
+        command.remote.Command(
+            f"{name}-reload",
+            connection=connection(args.preflight, host, args.ssh_links),
+            create=prometheus.prometheus_reload_script(),
+            delete=prometheus.job_unscrape_script(args.job, args.training.data_dir),
+            triggers=[self.text],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[written]),
+        )

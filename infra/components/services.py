@@ -38,7 +38,7 @@ from infra.layout import (
 from infra.providers.fit import GpuFit
 from infra.providers.hostnet import SwarmHostNetwork
 from infra.render import specs
-from infra.render.labels import placement_constraints
+from infra.render.labels import task_constraints
 from infra.render.taskspecs import container_spec as container_spec
 from infra.render.taskspecs import gpu_reservation as gpu_reservation
 from infra.render.taskspecs import idle_spec as idle_spec
@@ -81,6 +81,8 @@ class TrainingServicesArgs:
     (ClusterServices), which every job's tasks share."""
     job: str | None = None
     """A job stack's name, its services' prefix (None: `ds-master`, `ds-worker`)."""
+    master: Host | None = None
+    """A job that names its hosts (`training.hosts`): its master's host, pinned by name."""
 
 
 @dataclass(frozen=True)
@@ -290,9 +292,9 @@ class TrainingServices(pulumi.ComponentResource):
                 **ssh_prop(args.swarm.ssh_hosts),
                 "job": args.job,
                 "services": list(training_service_names(args.job)),
-                # The master's host (StackConfig.master, the first host), then the
-                # workers': where the job's GPU tasks go when every host is up.
-                "hosts": [args.hosts[0].name, *[h.name for h in args.workers]],
+                # The master's host (StackConfig.master), then the workers': where
+                # the job's GPU tasks go when every host is up.
+                "hosts": [(args.master or args.hosts[0]).name, *[h.name for h in args.workers]],
                 "gpus": t.gpus_per_node,
             },
             pulumi.ResourceOptions(parent=self, depends_on=args.swarm.members),
@@ -305,15 +307,16 @@ class TrainingServices(pulumi.ComponentResource):
         hosts the run leaves out (a moved task may still go to a spare)."""
         t = args.training
         takeover = t.recovery.follow_master
-        constraints = placement_constraints(role, t.gpu_model, master_moves=takeover)
-        keep_off = [f"node.hostname!={h.name}" for h in args.unused] if role == "worker" else []
+        pinned = args.master.name if args.master is not None else None
+        unused = [h.name for h in args.unused]
+        where = task_constraints(role, t.gpu_model, unused, pinned, master_moves=takeover)
         rp = t.restart_policy
         return docker.ServiceTaskSpecArgs(
             container_spec=container_spec(
                 args, args.image.ref, args.secrets.secrets, takeover=takeover and role == "master"
             ),
             networks_advanceds=specs.overlay(self.training_network_id),
-            placement=specs.placement(constraints + keep_off, max_replicas=1),
+            placement=specs.placement(where, max_replicas=1),
             resources=gpu_reservation(t.gpus_per_node),
             restart_policy=specs.restart_policy(rp.condition, rp.delay, rp.max_attempts, rp.window),
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from infra.config import RDMA_DEBUG_ENV, Host, network_env
 from infra.layout import (
@@ -50,6 +50,28 @@ def placement_constraints(
     if master_moves and role == "master":
         return [f"node.labels.{MASTER_OK_LABEL}==true", *model]
     return [f"node.labels.dss.role=={role}", *model]
+
+
+def task_constraints(
+    role: str,
+    gpu_model: str | None,
+    unused: Sequence[str],
+    pinned_master: str | None = None,
+    master_moves: bool = False,
+) -> list[str]:
+    """Where a training service's tasks may run. By the role label (placement_constraints),
+    the workers off the training hosts the run leaves out (`unused`). `pinned_master`, a
+    job that names its hosts: the master on that host, the workers off every training
+    host outside the job and off the master's (Swarm ANDs constraints and has no "one
+    of"), so they land on the job's other hosts or, moved, on a spare; no role label,
+    as the cluster's master host may carry any job's worker."""
+    if pinned_master is None:
+        keep_off = [f"node.hostname!={h}" for h in unused] if role == "worker" else []
+        return placement_constraints(role, gpu_model, master_moves) + keep_off
+    model = [f"node.labels.{GPU_MODEL_LABEL}=={gpu_model}"] if gpu_model else []
+    if role == "master":
+        return [f"node.hostname=={pinned_master}", *model]
+    return [*(f"node.hostname!={h}" for h in [*unused, pinned_master]), *model]
 
 
 def training_env(cfg: TaskEnvSource) -> dict[str, str]:

@@ -181,10 +181,11 @@ fi
 """
 
 
-def job_scrape_script(job: str, text: str, wait_seconds: int = 120) -> str:
+def job_scrape_script(job: str, text: str, wait_seconds: int = 120, reload: bool = True) -> str:
     """Shell run over SSH on the master host: write job `job`'s scrape config `text` onto
     the shared data dir through its master task (as the training user, as every file
-    of the run), replacing the old one whole, then have Prometheus reload."""
+    of the run), replacing the old one whole, then have Prometheus reload (`reload`:
+    it runs here; else prometheus_reload_script runs where it does)."""
     master, _ = training_service_names(job)
     path = job_scrape_path(job)
     put = shlex.quote(replace_file(path))
@@ -201,7 +202,7 @@ if [ -z "$ctr" ]; then
 fi
 printf %s {shlex.quote(text)} | docker exec -i -u {TRAIN_UID} "$ctr" sh -c {put}
 echo "scrape: {path} written"
-{_RELOAD}"""
+{_RELOAD if reload else ""}"""
 
 
 def job_unscrape_script(job: str, host_data_dir: str) -> str:
@@ -250,3 +251,8 @@ def node_exporter_args(cfg: MonitoringSource) -> list[str]:
         "--no-collector.systemd",
         f"--collector.textfile.directory={textfiles}",
     ]
+
+
+def prometheus_reload_script() -> str:
+    """Shell run over SSH on the host Prometheus runs on: have it re-read its jobs."""
+    return f"set -u\n{_RELOAD}"

@@ -199,12 +199,14 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
         # Without the services' own labels, the run's recovery settings, its synced
         # code, its fork server, its command and secret_env (the launch's): not part of
         # any task spec (and a stack deployed before a key existed keeps its digest).
-        # gpu_model and nodes only where set: a stack deployed before the keys keeps
-        # its digest.
+        # gpu_model, nodes and hosts only where set: a stack deployed before the keys
+        # keeps its digest. Not how the hosts were chosen, nor the job's priority: no
+        # task spec holds them.
         "training": cfg.training.model_dump(
             mode="json",
             exclude={"service_labels", "recovery", "code", "fork_server", "command", "secret_env"}
-            | {k for k in ("gpu_model", "nodes") if getattr(cfg.training, k) is None},
+            | {"placement", "priority"}
+            | {k for k in ("gpu_model", "nodes", "hosts") if getattr(cfg.training, k) is None},
         ),
         # The environment carries what tasks see of hosts (RDMA devices) and of
         # monitoring (their metrics port).

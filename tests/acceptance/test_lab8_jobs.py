@@ -112,8 +112,8 @@ def test_job_submitted_with_the_job_command(
     cluster: Stack, code: Path, report: dict[str, str]
 ) -> None:
     """`scripts/job submit` starts a job on the eight training hosts in services of its
-    own. It writes the job's stack file and prints the engine's progress, and the run
-    logs steps under the job's name."""
+    own. It writes the job's stack file with the hosts it planned and prints the
+    engine's progress, and the run logs steps under the job's name."""
     t0 = time.monotonic()
     out = submit(cluster, code)
     up_s = time.monotonic() - t0
@@ -122,6 +122,7 @@ def test_job_submitted_with_the_job_command(
     step_s = time.monotonic() - t0
     doc = command.stack_file(JOB).read_text()
     assert "kind: job" in doc and f"cluster: {CLUSTER}" in doc, doc
+    assert "placement: planned" in doc and all(h in doc for h in TRAINING_HOSTS), doc
     assert placed(*training_service_names(JOB)) == TRAINING_HOSTS
     report["figure"] = f"submit {up_s:.0f} s, first step {step_s:.0f} s, 8 tasks"
     report["command"] = f"scripts/job submit DIR --name {JOB} --cluster {CLUSTER}"
@@ -316,9 +317,9 @@ def test_stopped_then_removed(cluster: Stack, report: dict[str, str]) -> None:
 
 
 def test_job_on_four_of_the_eight_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
-    """`scripts/job submit --nodes 4` runs a job on the master host and the next three
-    training hosts only, with world size 4, and Prometheus scrapes its 4 ranks; removed,
-    it leaves the cluster a no-op."""
+    """`scripts/job submit --nodes 4` plans a job on the master host and the next three
+    training hosts only (every host free: best fit, ties by the hosts' order), with world
+    size 4, and Prometheus scrapes its 4 ranks; removed, it leaves the cluster a no-op."""
     small = f"{JOB}-4"
     for sub in ("checkpoints", "logs", ".dss"):
         shutil.rmtree(shared(sub, small), ignore_errors=True)
@@ -360,19 +361,75 @@ def _logged(run: str) -> Callable[[], list[int]]:
     return lambda: logged_steps(run)
 
 
+def _past(run: str, step: int) -> Callable[[], bool]:
+    return lambda: max(logged_steps(run)) > step
+
+
 def _ranks_up(prom: str, run: str, ranks: int) -> Callable[[], bool]:
     return lambda: len(query(prom, f'up{{job="dss-train", run="{run}"}} == 1')) == ranks
 
 
-def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
-    """Two jobs of 4 nodes x 4 GPUs at once share the master host and the next three
-    (8 GPUs each), none of their tasks on the spare: both train in services of their
-    own, Prometheus scrapes each one's 4 ranks under its run, `list` shows both and
-    `gpus` the hosts they fill; a third job asking for 4 GPUs on the same hosts is
-    refused, naming both holders, with nothing written or created; stopping one leaves
-    the other's services untouched and training, and the cluster a no-op."""
-    pair = [f"{JOB}-x", f"{JOB}-y"]
+def _refused(cluster: Stack, code: Path, name: str, *flags: str) -> str:
+    """`scripts/job submit` of job `name` that must be refused (exit 2) with nothing
+    written or created: its stderr."""
+    proc = subprocess.run([SCRIPT, "submit", str(code), "--name", name, "--cluster", CLUSTER,
+                           *flags], env=cluster.env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    cluster.record(proc.stdout, proc.stderr)
+    assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert not command.stack_file(name).exists(), f"{name}'s stack file written"
+    assert not [n for n in service_versions() if n.startswith(name)], f"{name}'s services"
+    return proc.stderr
+
+
+def _third_beside_the_pair(
+    cluster: Stack, code: Path, pair: list[str], third: str, prom: str
+) -> str:
+    """Job `third` (4 x 4) submitted while `pair` fills lab-h1..h4: planned on the free
+    lab-h5..h8, its tasks there and its 4 ranks scraped, the pair's services untouched
+    and both pair jobs training on beside it; then a fourth job asking for more than
+    is free (5 hosts with 4 GPUs: lab-h5..h8 have 4 each, lab-h1..h4 none) is refused,
+    naming the shortfall and both holders of lab-h1. `third` is removed after. Returns
+    the figure."""
+    versions = {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))}
+    job_cli(cluster, "submit", str(code), "--name", third, "--cluster", CLUSTER,
+            "--nodes", "4", "--gpus-per-node", "4", "--steps", "100000")  # fmt: skip
+    doc = command.stack_file(third).read_text()
+    assert "placement: planned" in doc and all(h in doc for h in TRAINING_HOSTS[4:]), doc
+    wait_for(f"{third}'s first step", _logged(third), 900, 2)
+    svcs = training_service_names(third)
+    assert placed(*svcs) == TRAINING_HOSTS[4:], _placement_story(*svcs)
+    wait_for_prom(f"{third}'s 4 ranks up", _ranks_up(prom, third, 4), 300)
+    # Side by side: the pair trains on beside the third, none of its services updated.
     for name in pair:
+        after = max(logged_steps(name))
+        wait_for(f"{name} past step {after}", _past(name, after + 2), 300, 2)
+    assert {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))} == versions
+    fourth = f"{JOB}-w"
+    err = _refused(cluster, code, fourth, "--nodes", "5", "--gpus-per-node", "4")
+    have = ", ".join(f"{h}: 4 of 8" for h in TRAINING_HOSTS[4:])
+    short = f"job '{fourth}' needs 5 host(s) with 4 GPU(s); the cluster has 4 ({have}) free now"
+    assert short in err, err[-2000:]
+    assert "lab-h1 has 0 of 8 free (held by " in err, err[-2000:]
+    for n in pair:
+        assert f"{training_service_names(n)[0]}, job {n}: 4" in err, err[-2000:]
+    job_cli(cluster, "remove", third)
+    assert {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))} == versions
+    return f"{third} planned on lab-h5..h8 beside them; 5 x 4 refused (4 hosts free)"
+
+
+def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
+    """Two jobs of 4 nodes x 4 GPUs at once are planned on the master host and the next
+    three (8 GPUs each: best fit, ties by the hosts' order), none of their tasks on the
+    spare: both train in services of their own, Prometheus scrapes each one's 4 ranks
+    under its run, `list` shows both and `gpus` the hosts they fill; a third such job is
+    planned on the free lab-h5..h8 and trains beside them, the pair untouched; a fourth
+    asking for more than is free is refused, naming the shortfall and both holders, with
+    nothing written or created; stopping one of the pair leaves the other's services
+    untouched and training, and the cluster a no-op."""
+    pair = [f"{JOB}-x", f"{JOB}-y"]
+    third = f"{JOB}-z"
+    for name in [*pair, third]:
         for sub in ("checkpoints", "logs", ".dss"):
             shutil.rmtree(shared(sub, name), ignore_errors=True)
     t0 = time.monotonic()
@@ -399,19 +456,7 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
         for host in [*TRAINING_HOSTS[4:], SPARE]:
             assert free[host].split()[-4:] == ["8", "of", "8", "-"], free[host]
         assert free[SPARE].split()[1] == "spare", free[SPARE]
-        # A third job on the same hosts finds no GPU free: refused, nothing written.
-        third = f"{JOB}-z"
-        proc = subprocess.run([SCRIPT, "submit", str(code), "--name", third, "--cluster",
-                               CLUSTER, "--nodes", "4", "--gpus-per-node", "4"],
-                              env=cluster.env, capture_output=True, text=True, timeout=300,
-                              check=False)  # fmt: skip
-        cluster.record(proc.stdout, proc.stderr)
-        assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
-        assert "lab-h1 has 0 of 8 free (held by " in proc.stderr, proc.stderr[-2000:]
-        for n in pair:
-            assert f"{training_service_names(n)[0]}, job {n}: 4" in proc.stderr, proc.stderr
-        assert not command.stack_file(third).exists()
-        assert not [n for n in service_versions() if n.startswith(third)]
+        beside = _third_beside_the_pair(cluster, code, pair, third, prom)
         kept, stopped = pair[1], pair[0]
         versions = {n: v for n, v in service_versions().items() if n.startswith(kept)}
         # Each job's own standby on the spare keeps the spare last (services.py).
@@ -424,15 +469,16 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
         assert {n: v for n, v in service_versions().items() if n.startswith(kept)} == versions
         assert any(shared("checkpoints", stopped).iterdir()), "the stopped job's checkpoints"
     finally:
-        for name in pair:
+        for name in [*pair, third]:
             if command.stack_file(name).exists():
                 job_cli(cluster, "remove", name)
     cluster.pulumi("preview", "--expect-no-changes")
     report["figure"] = (
-        f"both on lab-h1..h4, 4 ranks each scraped, first steps {took:.0f} s; one stopped, "
-        "the other trained on untouched"
+        f"both on lab-h1..h4, 4 ranks each scraped, first steps {took:.0f} s; {beside}; "
+        "one stopped, the other trained on untouched"
     )
     report["command"] = (
         f"scripts/job submit DIR --name {pair[0]} --cluster {CLUSTER} --nodes 4 "
-        f"--gpus-per-node 4; the same for {pair[1]}; scripts/job stop {pair[0]}"
+        f"--gpus-per-node 4; the same for {pair[1]} and {third}; the same for {JOB}-w with "
+        f"--nodes 5; scripts/job stop {pair[0]}"
     )

@@ -16,8 +16,9 @@ relaunches on the new code with no service and no image touched (the time is pri
 a host change in the cluster's file that the cluster has not deployed refuses the
 job's preview; `gpus` names each host's free GPUs and the job holding them; a submit
 waits while another holds the cluster's submit lock, and takes an expired one; a second
-job asking for the GPUs the first holds is refused by `submit` and by the engine's
-preview and `up`, with nothing created; `stop` removes the job's
+job asking for the GPUs the first holds is refused by `submit` (planning its hosts
+finds none free) and, its file written by hand with no hosts, by the engine's preview
+and `up`, with nothing created; `stop` removes the job's
 services and its scrape file and keeps its checkpoints; `remove` drops its stack and
 stack file; the cluster is still a no-op after all of it. The tests depend on this
 order (as tests/engine/test_run.py).
@@ -448,8 +449,8 @@ def test_a_submit_waits_for_the_clusters_submit_lock(
 ) -> None:
     """While another submit holds the cluster's lock (a Swarm config on the leader), a
     submit waits, naming the holder, and checks and writes nothing; once the lock is let
-    go it goes on (to the GPU check, which refuses this job); a lock past its expiry is
-    taken at once. No lock is left on the swarm."""
+    go it goes on (to planning the job's hosts, which refuses it: the first job holds
+    every GPU); a lock past its expiry is taken at once. No lock is left on the swarm."""
     leader = endpoint(command.cluster_settings(CLUSTER).leader)
     other = command.JobSpec(name=JOB_B, cluster=CLUSTER, code_dir=code, steps=10)
     said: list[str] = []
@@ -487,16 +488,20 @@ def test_a_submit_waits_for_the_clusters_submit_lock(
 def test_a_job_without_free_gpus_is_refused(
     cluster: Stack, job: dict[str, Any], code: Path
 ) -> None:
-    """A second job asking for the GPUs the first holds: `submit` refuses it naming the
-    host, its free GPUs and the job holding them, and writes nothing; its stack file
-    written by hand, the engine's preview and `up` refuse it the same way (the GpuFit
-    check), and no service of it is created and the first job's are untouched."""
+    """A second job asking for the GPUs the first holds: `submit` refuses it (no hosts
+    can be planned: none has its GPUs free) naming the shortfall, each host, its free
+    GPUs and the job holding them, and writes nothing; its stack file written by hand
+    (no hosts: the cluster's first hosts, as before planning), the engine's preview and
+    `up` refuse it the same way (the GpuFit check), and no service of it is created and
+    the first job's are untouched."""
     other = command.JobSpec(name=JOB_B, cluster=CLUSTER, code_dir=code, steps=10)
     versions = service_versions()
     master = training_service_names(JOB)[0]
     refusal = f"lab-h1 has 0 of 2 free (held by {master}, job {JOB}: 2)"
-    with pytest.raises(ConfigError, match=re.escape(refusal)):
+    with pytest.raises(ConfigError, match=re.escape(refusal)) as planned:
         command.submit(other, env=cluster.env, out=print)
+    short = f"job {JOB_B!r} needs 2 host(s) with 2 GPU(s); the cluster has none free now"
+    assert short in str(planned.value), str(planned.value)
     assert not command.stack_file(JOB_B).exists()
     lines: list[str] = []
     try:

@@ -183,6 +183,21 @@ class Training(_Model):
     """Training hosts the run uses: the master host and the next `nodes - 1` active
     training hosts in `hosts` order; the others get none of its tasks (a moved task
     may still go to a spare). Default every active training host."""
+    hosts: list[str] | None = None
+    """A job's hosts, master first (`kind: job` only): its master task runs on the first,
+    one worker task on each of the others, and no task of it on another training host
+    (a moved task may still go to a spare). `scripts/job submit` writes them: planned
+    from the GPUs free now, or the ones given with `--hosts`. Each an active, non-spare
+    cluster host with `gpus_per_node` GPUs (of `gpu_model` when set), as many as
+    `nodes` when that is set. Default none: the cluster's master host and the next
+    `nodes - 1` training hosts in `hosts` order."""
+    placement: Literal["planned", "named"] | None = None
+    """How `hosts` was chosen (`kind: job`, with `hosts` only): `planned` by `scripts/job
+    submit` from the GPUs free (planned afresh after a stop), or `named` by the person.
+    Default none (`named` when `hosts` is set)."""
+    priority: int = Field(default=0, ge=-1000, le=1000)
+    """A job's priority among the cluster's jobs (higher first). Recorded only: no queue
+    reads it yet (docs/design/sharing.md). Default 0."""
     procs_per_node: int | None = Field(default=None, ge=1, le=64)
     """Ranks per node on CPU (`cpu_only`, or `gpus_per_node` 0). Default 1; on GPUs
     the launcher starts one rank per reserved GPU."""

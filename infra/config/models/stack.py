@@ -151,8 +151,10 @@ class StackConfig(BaseModel):
 
     @property
     def master(self) -> Host:
-        """The host that runs `ds-master` (rank 0): the first host in the list."""
-        return self.hosts[0]
+        """The host that runs `ds-master` (rank 0): the first host in the list; a job's
+        that names its hosts (`training.hosts`), the first of them."""
+        named = self.training.hosts
+        return self.training_hosts[0] if named and self.training_hosts else self.hosts[0]
 
     @property
     def active_hosts(self) -> list[Host]:
@@ -166,14 +168,22 @@ class StackConfig(BaseModel):
 
     @property
     def training_hosts(self) -> list[Host]:
-        """The hosts that carry a training task when all are up: the eligible hosts, the
-        first `training.nodes` of them when set."""
+        """The hosts that carry a training task when all are up: a job's named hosts
+        (`training.hosts`, master first), else the eligible hosts, the first
+        `training.nodes` of them when set."""
+        named = self.training.hosts
+        if named:
+            # A name that is no host is left out here: the rules refuse it by name.
+            by_name = {h.name: h for h in self.hosts}
+            return [by_name[n] for n in named if n in by_name]
         return self.eligible_hosts[: self.training.nodes]
 
     @property
     def unused_hosts(self) -> list[Host]:
-        """Eligible hosts the run leaves out (`training.nodes`): no task of it goes there."""
-        return self.eligible_hosts[len(self.training_hosts) :]
+        """Eligible hosts the run leaves out (`training.nodes`, `training.hosts`): no task
+        of it goes there."""
+        used = {h.name for h in self.training_hosts}
+        return [h for h in self.eligible_hosts if h.name not in used]
 
     @property
     def run_hosts(self) -> list[Host]:

@@ -20,6 +20,7 @@ from infra.config.rules import (
     monitoring,
     mounts,
     network,
+    placement,
     ports,
     ssh,
     training,
@@ -48,7 +49,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "training.gpus_per_node",
         "error",
-        "At most the GPUs every host declares.",
+        "At most the GPUs every host declares (a job: every host it trains on).",
         training.gpu_capacity,
     ),
     Rule(
@@ -60,8 +61,26 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "training.nodes",
         "error",
-        "No more nodes than active training hosts (spares and drained hosts not counted).",
+        "No more nodes than active training hosts (spares and drained hosts not counted); "
+        "a job: the next rule.",
         training.nodes,
+    ),
+    Rule(
+        "training.nodes",
+        "error",
+        "A job's ask fits the cluster: at least `nodes` active, non-spare hosts with "
+        "`gpus_per_node` GPUs (of `gpu_model`), naming the job and the shortfall.",
+        placement.job_fits_cluster,
+    ),
+    Rule(
+        "training.hosts",
+        "error",
+        "Only in a job: `nodes` active, non-spare cluster hosts, each once, with the GPUs "
+        "(and model) the job asks for.",
+        placement.named_hosts,
+    ),
+    Rule(
+        "training.placement", "error", "Only with training.hosts.", placement.placement_needs_hosts
     ),
     Rule(
         "training.gpu_model",
@@ -288,7 +307,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "monitoring.prometheus_port",
         "error",
-        "With monitoring: not a port Swarm holds nor the master host's SSH port.",
+        "With monitoring: not a port Swarm holds nor the SSH port of hosts[0], where "
+        "Prometheus runs (in a job too).",
         ports.prometheus_port,
     ),
     Rule(

@@ -11,10 +11,12 @@ if TYPE_CHECKING:
 
 
 def prometheus_on_a_manager(cfg: StackConfig) -> list[str]:
-    if not cfg.monitoring.enabled or cfg.master.role == "manager":
+    # hosts[0]: the cluster's master host, whatever host a job's own master is on.
+    first = cfg.hosts[0]
+    if not cfg.monitoring.enabled or first.role == "manager":
         return []
     return [
-        f"monitoring.enabled: Prometheus runs on the master host {cfg.master.name!r}, "
+        f"monitoring.enabled: Prometheus runs on the master host {first.name!r}, "
         "which has role 'worker'; allowed: a manager as hosts[0] (the master)"
     ]
 

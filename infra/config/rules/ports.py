@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from infra.config.models.cluster import Host
     from infra.config.models.stack import StackConfig
 
 # Ports Swarm itself holds on every host: a master port here would collide.
@@ -84,11 +85,20 @@ def gate_port(cfg: StackConfig) -> list[str]:
     ]
 
 
+def _ssh_port(cfg: StackConfig, host: Host) -> dict[int, str]:
+    """`host`'s own sshd port, named by its index in `hosts`: what a port published
+    there must avoid."""
+    i = next(i for i, h in enumerate(cfg.hosts) if h.name == host.name)
+    return {cfg.ssh_for(host).port: f"hosts[{i}].ssh_port ({host.name})"}
+
+
 def prometheus_port(cfg: StackConfig) -> list[str]:
     mon = cfg.monitoring
     if not mon.enabled:
         return []
-    taken = {**SWARM_PORTS, cfg.ssh_for(cfg.master).port: f"hosts[0].ssh_port ({cfg.master.name})"}
+    # Prometheus runs on the cluster's master host, hosts[0], wherever a job that names
+    # its hosts has its own master (rules/monitoring.py, prometheus_on_a_manager).
+    taken = {**SWARM_PORTS, **_ssh_port(cfg, cfg.hosts[0])}
     if mon.prometheus_port not in taken:
         return []
     return [
@@ -103,7 +113,8 @@ def jupyter_port(cfg: StackConfig) -> list[str]:
     # Docker fails it at start: only `pulumi up` would tell.
     if not cfg.jupyter.enabled:
         return []
-    taken = {**SWARM_PORTS, cfg.ssh_for(cfg.master).port: f"hosts[0].ssh_port ({cfg.master.name})"}
+    # On the stack's master host (infra/components/jupyter.py), named by its own index.
+    taken = {**SWARM_PORTS, **_ssh_port(cfg, cfg.master)}
     if cfg.monitoring.enabled:
         taken[cfg.monitoring.prometheus_port] = "monitoring.prometheus_port"
     port = cfg.jupyter.port

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from infra.config.rules.placement import judged_by_placement
 from infra.config.units import duration_seconds, size_bytes
 
 if TYPE_CHECKING:
@@ -86,18 +87,23 @@ SHM_COMM_BYTES_PER_RANK = 67 << 20
 
 
 def gpu_capacity(cfg: StackConfig) -> list[str]:
+    # A job is judged on the hosts it trains on (rules/placement.py judges those it
+    # names, and an ask the cluster can never hold); any other stack on every host.
+    if judged_by_placement(cfg):
+        return []
     want = cfg.training.gpus_per_node
+    judged = cfg.training_hosts if cfg.kind == "job" else cfg.hosts
     return [
         f"training.gpus_per_node: {want} is more than host {h.name!r} declares "
         f"(hosts[{i}].gpus.count={h.gpus.count}); allowed: 0..{h.gpus.count}"
         for i, h in enumerate(cfg.hosts)
-        if want > h.gpus.count
+        if want > h.gpus.count and h in judged
     ]
 
 
 def gpu_model(cfg: StackConfig) -> list[str]:
     want = cfg.training.gpu_model
-    if want is None:
+    if want is None or judged_by_placement(cfg):
         return []
     return [
         f"training.gpu_model: {want!r} but training host {h.name!r} has "
@@ -110,7 +116,8 @@ def gpu_model(cfg: StackConfig) -> list[str]:
 
 def nodes(cfg: StackConfig) -> list[str]:
     want, have = cfg.training.nodes, len(cfg.eligible_hosts)
-    if want is None or want <= have:
+    # A job's ask is judged against the cluster's candidates (rules/placement.py).
+    if want is None or want <= have or cfg.kind == "job":
         return []
     return [
         f"training.nodes: {want} but the stack has {have} active training host(s) "
@@ -129,7 +136,8 @@ def spare_gpu_model(cfg: StackConfig) -> list[str]:
 
 
 def workers_for_launcher(cfg: StackConfig) -> list[str]:
-    if len(cfg.training_hosts) > 1 or cfg.training.launch_mode == "no_ssh":
+    # Named hosts count as named: one that is no host is refused by its own rule.
+    if len(cfg.training.hosts or cfg.training_hosts) > 1 or cfg.training.launch_mode == "no_ssh":
         return []
     if cfg.training.launcher == "torchrun":
         return []

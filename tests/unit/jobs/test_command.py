@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,7 +187,7 @@ def test_nodes_in_the_file_and_the_gpus_column(project: Path) -> None:
     path = command.write_job(spec(project, nodes=1, extra={"launch_mode": "no_ssh"}))
     assert stack_file_values(path.read_text())["training"]["nodes"] == 1
     assert command.gpus(command.job_settings("exp1")) == "1 x 1 cpu"
-    with pytest.raises(ConfigError, match=r"training\.nodes: 3 but the stack has 2 active"):
+    with pytest.raises(ConfigError, match=r"training\.nodes: job 'exp1' needs 3 host\(s\)"):
         command.write_job(spec(project, nodes=3))
 
 
@@ -522,3 +523,45 @@ def test_the_leaders_ssh_settings_come_from_the_stack_file() -> None:
 
     cfg = parse_stack_config(small_config())
     assert command.leader_ssh(cfg) == cfg.ssh_for(cfg.leader).props()
+
+
+def _submitted(project: Path, monkeypatch: pytest.MonkeyPatch, swarm: SwarmGpus, **kw: Any) -> Any:
+    """submit `spec(project, **kw)` against a leader reporting `swarm`, with no engine
+    (an `up` that returns no outputs) and a lock that is always free; the stack file."""
+    monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: swarm)
+
+    class Stack:
+        def up(self, **_k: Any) -> Any:
+            return types.SimpleNamespace(outputs={})
+
+    monkeypatch.setattr(command, "workspace_stack", lambda _name, _env=None: Stack())
+    monkeypatch.setattr(command, "submit_lock", lambda *_a, **_k: contextlib.nullcontext())
+    command.submit(spec(project, **kw), out=lambda _line: None)
+    return stack_file_values((project / "Pulumi.exp1.yaml").read_text())["training"]
+
+
+def test_submit_writes_the_planned_hosts(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no hosts given, submit plans them from the GPUs free and writes them, planned."""
+    held = SwarmGpus(
+        capacity={"lab-h1": 2, "lab-h2": 2}, held={"lab-h1": [Holder("exp0-master", "exp0", 2)]}
+    )
+    t = _submitted(project, monkeypatch, held, nodes=1, extra={"launch_mode": "no_ssh"})
+    assert (t["hosts"], t["placement"]) == (["lab-h2"], "planned")
+
+
+def test_submit_writes_named_hosts(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--hosts` is written as given, named, master first."""
+    free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
+    t = _submitted(project, monkeypatch, free, hosts=["lab-h2", "lab-h1"])
+    assert (t["hosts"], t["placement"]) == (["lab-h2", "lab-h1"], "named")
+
+
+def test_cli_submit_passes_named_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--hosts a,b` reaches the spec as a list, master first."""
+    from jobs import __main__ as cli
+
+    seen: list[command.JobSpec] = []
+    monkeypatch.setattr(command, "submit", lambda spec: seen.append(spec))
+    argv = ["submit", "code", "--name", "j", "--cluster", "c", "--hosts", "lab-h2,lab-h1"]
+    assert cli.main(argv) == 0
+    assert seen[0].hosts == ["lab-h2", "lab-h1"]

@@ -89,8 +89,11 @@ def test_job_with_spares_has_its_own_standby_before_its_gpu_tasks(mocks: Mocks) 
     assert standby.inputs["taskSpec"]["placement"]["constraints"] == [SPARE_CONSTRAINT]
     assert {"label": JOB_LABEL, "value": "exp-a"} in standby.inputs["labels"]
     assert services.standby is not None and services.before_gpu_tasks == [services.standby]
+    # The standby first; the master and the worker both wait for it, and the mocks
+    # register those two in either order.
     names = [r.name for r in mocks.by_type("docker:index/service:Service")]
-    assert names == ["unit-train-standby", "unit-train-master", "unit-train-worker"]
+    assert names[0] == "unit-train-standby", names
+    assert sorted(names[1:]) == ["unit-train-master", "unit-train-worker"], names
 
 
 def test_job_without_spares_has_no_standby(mocks: Mocks) -> None:
@@ -139,3 +142,86 @@ def test_the_spec_label_is_a_digest_of_the_task_spec_alone(mocks: Mocks) -> None
     assert label({"A": "1"}) == label({"A": "1"})
     assert label({"A": "1"}) != label({"A": "2"})
     assert len(label({})) == 16
+
+
+PLANNED = ["lab-h5", "lab-h6", "lab-h7", "lab-h8"]
+
+
+def _planned_services(
+    gpu_model: str | None = None, hosts: list[str] | None = PLANNED
+) -> TrainingServices:
+    """A planned job's TrainingServices on lab8: 4 nodes on lab-h5..h8, master lab-h5
+    (`hosts` None: 4 nodes and no hosts, as a job submitted before hosts existed)."""
+    raw = copy.deepcopy(stack_config("lab8"))
+    raw.pop("secrets", None)
+    raw.update(kind="job", cluster="lab8")
+    raw["training"].update(run_name="exp-p", nodes=4, gpus_per_node=4)
+    if hosts is not None:
+        raw["training"].update(hosts=hosts, placement="planned")
+    if gpu_model is not None:
+        raw["training"]["gpu_model"] = gpu_model
+    cfg = parse_stack_config(raw)
+    cluster = cast(Any, _Cluster())
+    services = TrainingServices(
+        "unit-train",
+        TrainingServicesArgs(
+            training=cfg.training, monitoring=cfg.monitoring, network=cfg.network,
+            hosts=cfg.hosts, active_hosts=cfg.active_hosts, workers=cfg.workers,
+            unused=cfg.unused_hosts, spares=cfg.spares, secret_names=[],
+            image=cluster, overlay=cluster, secrets=cluster, swarm=cluster, facts=None,
+            job=cfg.job_name, master=cfg.master if cfg.training.hosts else None,
+        ),
+    )  # fmt: skip
+    _sync_await(wait_for_rpcs())
+    return services
+
+
+def _constraints(mocks: Mocks, role: str) -> list[str]:
+    spec = mocks.named(f"unit-train-{role}").inputs["taskSpec"]
+    return list(spec["placement"]["constraints"])
+
+
+def test_planned_job_master_is_pinned_to_its_first_host(mocks: Mocks) -> None:
+    """A job that names its hosts runs its master on the first of them, by host name."""
+    _planned_services()
+    assert _constraints(mocks, "master") == ["node.hostname==lab-h5"]
+
+
+def test_planned_job_workers_keep_off_every_other_training_host(mocks: Mocks) -> None:
+    """Its workers keep off every active training host outside the job and the master's
+    (a moved task may still go to the spare), with no role label."""
+    _planned_services()
+    assert _constraints(mocks, "worker") == [
+        "node.hostname!=lab-h1",
+        "node.hostname!=lab-h2",
+        "node.hostname!=lab-h3",
+        "node.hostname!=lab-h4",
+        "node.hostname!=lab-h5",
+    ]
+    assert mocks.named("unit-train-worker").inputs["mode"]["replicated"]["replicas"] == 3
+
+
+def test_planned_job_asks_for_its_model_on_every_task(mocks: Mocks) -> None:
+    """With a GPU model, both services also need the model's node label."""
+    _planned_services("fake-gpu")
+    assert _constraints(mocks, "master")[-1] == "node.labels.dss.gpu-model==fake-gpu"
+    assert _constraints(mocks, "worker")[-1] == "node.labels.dss.gpu-model==fake-gpu"
+
+
+def test_planned_job_checks_the_gpus_of_its_own_hosts(mocks: Mocks) -> None:
+    """The GPU check judges the job's hosts, its master's first."""
+    _planned_services()
+    assert mocks.named("unit-train-fit").inputs["hosts"] == ["lab-h5", "lab-h6", "lab-h7", "lab-h8"]
+
+
+def test_job_without_hosts_keeps_its_placement_by_role(mocks: Mocks) -> None:
+    """A job whose file has no hosts (submitted by an earlier job command) keeps the
+    role-label constraints it had, in the same order, and its GPU check the cluster's
+    first hosts: its task specs are unchanged, so an upgrade replaces no task of it."""
+    _planned_services(hosts=None)
+    assert _constraints(mocks, "master") == ["node.labels.dss.role==master"]
+    assert _constraints(mocks, "worker") == [
+        "node.labels.dss.role==worker",
+        *(f"node.hostname!={h}" for h in PLANNED),
+    ]
+    assert mocks.named("unit-train-fit").inputs["hosts"] == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]

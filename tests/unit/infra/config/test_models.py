@@ -143,3 +143,32 @@ def test_command_of_non_words_is_refused_by_its_type(raw: dict[str, Any]) -> Non
     assert (
         problems(raw)[0] == "training.command.list[str][0]: Input should be a valid string (got 1)"
     )
+
+
+def _named_job(*hosts: str) -> dict[str, Any]:
+    """lab8 as a job that names `hosts`."""
+    raw = stack_config("lab8")
+    raw.pop("secrets", None)
+    raw.update(kind="job", cluster="lab8")
+    raw["training"].update(run_name="exp-n", hosts=list(hosts))
+    return raw
+
+
+def test_named_hosts_are_the_training_hosts_master_first() -> None:
+    """A job's named hosts are its training hosts in their order; its master the first."""
+    cfg = parse_stack_config(_named_job("lab-h6", "lab-h2"))
+    assert [h.name for h in cfg.training_hosts] == ["lab-h6", "lab-h2"]
+    assert cfg.master.name == "lab-h6" and [h.name for h in cfg.workers] == ["lab-h2"]
+    assert cfg.world_size == 2 * cfg.training.ranks_per_node
+
+
+def test_named_hosts_leave_every_other_training_host_unused() -> None:
+    """Every active training host a job does not name is unused by it; the spare is not."""
+    cfg = parse_stack_config(_named_job("lab-h6", "lab-h2"))
+    assert [h.name for h in cfg.unused_hosts] == [f"lab-h{i}" for i in (1, 3, 4, 5, 7, 8)]
+
+
+def test_monitoring_judges_the_clusters_first_host_not_a_jobs_master() -> None:
+    """Prometheus runs on the cluster's first host: a job's master on a worker is fine."""
+    raw = monitored(_named_job("lab-h6", "lab-h7"))
+    assert parse_stack_config(raw).master.role == "worker"

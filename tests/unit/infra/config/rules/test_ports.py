@@ -111,3 +111,35 @@ def test_overlay_sshd_port_may_equal_the_hosts_sshd(raw: dict[str, Any]) -> None
     """On the overlay the tasks have their own network namespace: port 22 is theirs."""
     raw["training"]["sshd_port"] = 22
     assert parse_stack_config(raw).training.sshd_port == 22
+
+
+def _job_on(raw: dict[str, Any], *hosts: str) -> dict[str, Any]:
+    """raw as a job that names its hosts (master first)."""
+    raw.update(kind="job", cluster="c1")
+    raw["training"].update(run_name="exp-a", hosts=list(hosts))
+    return raw
+
+
+def test_prometheus_port_judged_on_the_clusters_master_host(raw: dict[str, Any]) -> None:
+    """Prometheus runs on hosts[0] whatever a job's own master is: its port is judged
+    against that host's SSH port and named by it, not the job master's."""
+    monitored(_job_on(raw, "gpu-03", "gpu-02"))
+    raw["hosts"][2]["ssh"] = {"port": 9090}
+    parse_stack_config(raw)  # the job's master's sshd is not where Prometheus publishes
+    raw["hosts"][0]["ssh"] = {"port": 9090}
+    assert problems(raw) == [
+        "monitoring.prometheus_port: 9090 is published on the master host, where it is "
+        "hosts[0].ssh_port (gpu-01); allowed: any port except [2377, 4789, 7946, 9090]"
+    ]
+
+
+def test_jupyter_port_names_the_master_hosts_own_key(raw: dict[str, Any]) -> None:
+    """JupyterLab on a master that is not hosts[0] (a job that names its hosts): the SSH
+    port it collides with is named by that host's index."""
+    _job_on(raw, "gpu-03", "gpu-02")
+    raw["jupyter"] = {"enabled": True, "port": 2200}
+    raw["hosts"][2]["ssh"] = {"port": 2200}
+    assert problems(raw) == [
+        "jupyter.port: 2200 is published on the master host, where it is hosts[2].ssh_port "
+        "(gpu-03); allowed: any port except [2200, 2377, 4789, 7946]"
+    ]

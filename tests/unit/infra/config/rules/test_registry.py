@@ -17,6 +17,7 @@ from infra.config.rules import (
     monitoring,
     mounts,
     network,
+    placement,
     ports,
     ssh,
     training,
@@ -37,6 +38,11 @@ HELPERS = {
     # infra/config/rules/ssh.py: the two halves of its one registered rule.
     "ssh_settings",
     "ssh_hosts_known",
+    # infra/config/rules/placement.py: the stack as the planner sees it.
+    "host_slots",
+    "job_ask",
+    "never_placed",
+    "judged_by_placement",
 }
 
 
@@ -52,6 +58,7 @@ def test_every_rule_function_is_registered() -> None:
         monitoring,
         mounts,
         network,
+        placement,
         ports,
         ssh,
         training,
