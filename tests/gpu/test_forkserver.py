@@ -2,7 +2,7 @@
 default preload on a CUDA torch is torch alone (DeepSpeed would initialise CUDA, see
 test_fork.py), the server keeps CUDA uninitialised, and a served rank imports
 DeepSpeed and computes on the GPU. Only the lab's CPU image is proven under the real
-engine (tests/engine/test_fork_server.py); this is the GPU half. The client is written
+engine (tests/acceptance/test_fork_server.py); this is the GPU half. The client is written
 as the launch writes it, for the host's python (harness.forkserver: standard library
 only)."""
 

@@ -6,7 +6,13 @@ the documented recovery; then a host's dockerd stopped while `up` runs; then a
 `destroy` killed half-way. After every recovery the stack converges: `up` succeeds, a
 preview is a no-op, `scripts/recover` finds nothing on the swarm that the state does
 not know, and exactly one launcher trains the run.
-"""
+
+In the acceptance suite, not the test command (it was tests/engine/test_faults.py,
+3.1 min there; issue 43): the test command keeps a host that cannot be reached failing
+by name in tests/lab/test_infra_transport.py (a stopped sshd, a changed host key), and
+`scripts/recover`'s survey and repair under unit tests (tests/unit/ops/test_recover.py);
+the interrupted deployments themselves, SIGKILL at each point and a dockerd stopped
+mid-`up`, run here."""
 
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from harness.lab import LAB_ROOT, client, exec_text, logged_steps, run_log, shar
 from harness.stack import Stack
 from tests.engine.conftest import MakeStack
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.acceptance
 
 RUN = "faults"
 SECRET = "wandb-faults-6c1d0e"

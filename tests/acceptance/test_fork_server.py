@@ -8,7 +8,12 @@ changed relaunches on the new code through the same (warm) servers; a killed ran
 restarted by the supervisor, with nothing of the old attempt left behind; turning the
 fork server off relaunches the run as the preview said with python's own processes
 again. Times are printed.
-"""
+
+In the acceptance suite, not the test command (it was tests/engine/test_fork_server.py,
+2.8 min there; issue 43): `training.fork_server` is off unless a stack sets it; the
+test command keeps its rendering under golden files (every variant of the launch and
+the supervisor, tests/unit/infra/golden/scripts/) and its program under unit tests;
+the warm servers under the engine, a killed rank and turning it off run here."""
 
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ from infra.layout import MASTER_SERVICE, WORKER_SERVICE
 from infra.render.run import forkserver_path
 from tests.engine.conftest import MakeStack
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.acceptance
 
 RUN = "forked"
 SECRET = "wandb-forked-3a0c6e"
