@@ -27,25 +27,20 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource
 
-from infra.layout import (
-    COUNTED_RESOURCES_FIXED_IN,
-    MIN_DOCKER_ENGINE,
-    OVERLAY_ATTACH_FIXED_IN,
-    SWARM_RESOURCE_ENV,
-)
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.dcgm import DCGM_KEYS, DCGM_SCRIPT, dcgm_problem, parse_dcgm, seen_dcgm
+from infra.providers.dcgm import DCGM_SCRIPT, dcgm_problem, parse_dcgm, seen_dcgm
 from infra.providers.fabric import (
-    FABRIC_KEYS,
     FABRIC_SCRIPT,
-    fabric_problem,
     parse_fabric,
-    seen_fabric,
+)
+from infra.providers.factcheck import (  # the checks, read by the provider below
+    compare,
+    engine_problem,
+    mismatches,
+    version_tuple,
 )
 from infra.providers.gpuruntime import (
     TOOLKIT_SCRIPT,
-    runtime_isolates,
-    runtime_problem,
 )
 from infra.providers.health import (
     HEALTH_KEYS,
@@ -64,8 +59,7 @@ from infra.providers.nic import (
     parse_nic,
     seen_nic,
 )
-from infra.providers.peers import PEER_KEYS, parse_peers, peers_problem, peers_script, seen_peers
-from infra.versions import older_than
+from infra.providers.peers import parse_peers, peers_problem, peers_script, seen_peers
 
 # One round trip per host. Prints key=value lines; unknown tools print nothing.
 FACTS_SCRIPT = (
@@ -83,9 +77,6 @@ echo "swarm_resource=$(sed -n 's/^swarm-resource *= *"\(.*\)"/\1/p' \
 """
     + TOOLKIT_SCRIPT
 )
-# What the NVIDIA container runtime must read a task's GPUs from: Swarm puts the
-# assigned generic resources in this variable; without it every task sees every GPU.
-SWARM_RESOURCE = SWARM_RESOURCE_ENV
 
 
 def parse_facts(text: str) -> dict[str, Any]:
@@ -123,117 +114,6 @@ def parse_facts(text: str) -> dict[str, Any]:
         out["toolkit_version"] = toolkit["toolkit_version"]
         out["toolkit_mode"] = toolkit.get("toolkit_mode", "")
     return out
-
-
-def version_tuple(v: str) -> tuple[int, ...]:
-    """`550.54.15` -> (550, 54, 15); non-numeric parts count as 0."""
-    return tuple(int(p) if p.isdigit() else 0 for p in v.split("."))
-
-
-def compare(
-    expected: dict[str, Any],
-    observed: dict[str, Any],
-    min_driver: str,
-    gid_index: int | None = None,
-) -> dict[str, Any]:
-    """Observed facts in the shape of `expected`, so the two can be diffed key by key."""
-    seen: dict[str, Any] = {
-        "hostname": observed["hostname"],
-        "gpu_count": len(observed["gpu_uuids"]),
-        "nic_mtu": observed["nic_mtu"],
-    }
-    if "gpu_uuids" in expected:
-        seen["gpu_uuids"] = observed["gpu_uuids"]
-    if "driver_meets_minimum" in expected:
-        drv = observed["driver_version"]
-        seen["driver_meets_minimum"] = bool(drv) and version_tuple(drv) >= version_tuple(min_driver)
-    if "gpu_isolation" in expected:
-        seen["gpu_isolation"] = (
-            observed.get("default_runtime") == "nvidia"
-            and observed.get("swarm_resource") == SWARM_RESOURCE
-        )
-    if "gpu_runtime_isolates" in expected:
-        seen["gpu_runtime_isolates"] = runtime_isolates(observed)
-    # Only for a host with an RDMA device (the expected facts have these keys then).
-    fabric = seen_fabric(observed, gid_index)
-    seen.update({k: v for k, v in fabric.items() if k in expected})
-    return seen
-
-
-def mismatches(
-    host: str,
-    expected: dict[str, Any],
-    seen: dict[str, Any],
-    observed: dict[str, Any],
-    min_driver: str,
-    needed_mtu: int,
-    rdma: str = "",
-    gid_index: int | None = None,
-) -> list[str]:
-    """Human sentences for every fact that differs, naming host, fact and both values
-    (each once: a missing RDMA device fails every fabric fact for one reason)."""
-    out: list[str] = []
-    for key, want in expected.items():
-        got = seen.get(key)
-        if got == want or key in (*HEALTH_KEYS, *NIC_KEYS, *DCGM_KEYS, *PEER_KEYS):  # own
-            # sentences
-            continue
-        if key in FABRIC_KEYS:
-            sentence = fabric_problem(host, key, observed, rdma, gid_index)
-            if sentence not in out:
-                out.append(sentence)
-        elif key == "driver_meets_minimum":
-            out.append(
-                f"host {host}: NVIDIA driver {observed['driver_version'] or 'missing'} is older "
-                f"than preflight.min_driver_version {min_driver}"
-            )
-        elif key == "gpu_isolation":
-            out.append(
-                f"host {host}: tasks would see every GPU: the Docker default runtime is "
-                f"{observed.get('default_runtime') or 'unknown'!r} (needs 'nvidia') and "
-                f"/etc/nvidia-container-runtime/config.toml sets swarm-resource to "
-                f"{observed.get('swarm_resource') or 'nothing'!r} (needs {SWARM_RESOURCE!r})"
-            )
-        elif key == "gpu_runtime_isolates":
-            out.append(runtime_problem(host, observed))
-        elif key == "nic_mtu":
-            small = " (too small for the overlay)" if int(got or 0) < needed_mtu else ""
-            out.append(
-                f"host {host}: NIC MTU is {got}, config network.underlay_mtu says {want}"
-                f"{small}; the overlay needs at least {needed_mtu}"
-            )
-        else:
-            out.append(f"host {host}: {key} is {got!r}, config says {want!r}")
-    return out
-
-
-def engine_problem(host: str, observed: dict[str, Any], gpus: int = 0) -> list[str]:
-    """The preflight's sentence for a Docker engine older than MIN_DOCKER_ENGINE, or, on
-    a host with GPUs, one whose Swarm rejects tasks reserving counted resources (none
-    where `docker version` printed nothing: the engine is not judged unseen). Checked
-    in create/update only, not an `expected` fact: a stack deployed before the minimum
-    existed keeps the same inputs, and its refresh proposes nothing."""
-    version = observed.get("docker_version") or ""
-    if not version:
-        return []
-    if older_than(version, MIN_DOCKER_ENGINE):
-        return [
-            f"host {host}: Docker engine {version} is older than the minimum "
-            f"{MIN_DOCKER_ENGINE} (infra/layout.py MIN_DOCKER_ENGINE); upgrade the engine"
-        ]
-    if (
-        gpus
-        and not older_than(version, OVERLAY_ATTACH_FIXED_IN)
-        and older_than(version, COUNTED_RESOURCES_FIXED_IN)
-    ):
-        return [
-            f"host {host}: Docker engine {version} rejects every task that reserves GPUs "
-            f"as generic resources ('assigned node no longer meets constraints', "
-            f"moby/swarmkit#3162, from {OVERLAY_ATTACH_FIXED_IN} until "
-            f"{COUNTED_RESOURCES_FIXED_IN}); upgrade the engine to "
-            f"{COUNTED_RESOURCES_FIXED_IN} or newer"
-        ]
-    return []
 
 
 # Outputs of a check, not inputs: what was seen, and the baselines the next check

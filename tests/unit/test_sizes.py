@@ -30,12 +30,6 @@ EXCEPTIONS: dict[str, str] = {
         "shipped whole into the task; its bytes are the launch's (training.fork_server); "
         "splitting it changes every such stack's launch script and restarts training"
     ),
-    "infra/providers/hostfacts.py": (
-        # infra/providers/legacy.py: live states' pickled providers name these paths.
-        "a dynamic provider's module, where nothing defined moves: live states unpickle "
-        "HostFactsProvider from here; splitting it is a change of its own that keeps "
-        "every old name importable here"
-    ),
 }
 
 

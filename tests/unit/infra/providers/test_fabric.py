@@ -17,7 +17,8 @@ from infra.providers.fabric import (
     parse_fabric,
     seen_fabric,
 )
-from infra.providers.hostfacts import compare, mismatches, parse_facts
+from infra.providers.factcheck import compare, mismatches
+from infra.providers.hostfacts import parse_facts
 from lab.hostfiles import render_devinfo
 
 pytestmark = pytest.mark.unit

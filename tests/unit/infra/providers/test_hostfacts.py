@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from infra.providers import hostfacts
-from infra.providers.hostfacts import compare, engine_problem, mismatches, parse_facts
+from infra.providers.factcheck import compare, engine_problem, mismatches
+from infra.providers.hostfacts import parse_facts
 
 pytestmark = pytest.mark.unit
 
