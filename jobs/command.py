@@ -269,10 +269,14 @@ def host_path(cfg: StackConfig, task_path: str) -> str:
     return cfg.training.data_dir + task_path.removeprefix("/data")
 
 
+def metrics_script(cfg: StackConfig) -> str:
+    """Shell, on the master host, for the job's newest metrics line (nothing if none)."""
+    return f"tail -n1 {shlex.quote(metrics_path(cfg))} 2>/dev/null"
+
+
 def last_metrics(cfg: StackConfig) -> dict[str, Any]:
     """The job's newest metrics line (step, loss), read on the master host; {} if none."""
-    proc = on_master(cfg, f"tail -n1 {shlex.quote(metrics_path(cfg))} 2>/dev/null",
-                     capture_output=True)  # fmt: skip
+    proc = on_master(cfg, metrics_script(cfg), capture_output=True)
     try:
         return dict(json.loads(proc.stdout.strip() or "{}"))
     except ValueError:

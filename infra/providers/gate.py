@@ -47,6 +47,11 @@ from infra.render.gate import (
 # Changed, these mean a new measurement: other tasks, or another floor or method.
 GATE_KEYS = ("tasks", "min_busbw_MBps", "sizes", "iters", "port")
 
+# `sh -c` in the master task: exits 0 while a process whose command line holds $PAT (the
+# training script) runs. The pattern comes through the environment, so pgrep's own
+# command line does not hold it. Sent when the gate measures, never stored.
+TRAINING_RUNNING_SCRIPT = 'pgrep -f "$PAT" >/dev/null'
+
 
 def _run_group(props: dict[str, Any], group: Sequence[dict[str, Any]]) -> tuple[int, str]:
     """The all-reduce over `group` (roster entries; the first is rank 0), one exec per
@@ -109,10 +114,7 @@ def _training_running(props: dict[str, Any]) -> bool:
     )
     if ctr is None:
         return False
-    # The pattern through the environment: pgrep's own command line does not hold it.
-    res = ctr.exec_run(
-        ["sh", "-c", 'pgrep -f "$PAT" >/dev/null'], environment={"PAT": props["script"]}
-    )
+    res = ctr.exec_run(["sh", "-c", TRAINING_RUNNING_SCRIPT], environment={"PAT": props["script"]})
     return bool(res.exit_code == 0)
 
 

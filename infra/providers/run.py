@@ -63,6 +63,17 @@ CONFIG_KEYS = (
 )
 RELAUNCH_WAIT_S = 60
 
+# `sh -c` in each training task on a relaunch: kills the run's supervisors ($SUP, their
+# files' prefix) first, which would restart what is killed next, then its ranks ($PAT,
+# the training script); the patterns come through the environment. Never stored.
+KILL_SCRIPT = 'pkill -KILL -f "$SUP" || true; pkill -KILL -f "$PAT" || true'
+
+
+def clear_stop_script(run_name: str) -> str:
+    """`sh -c` in a launch target's task before its supervisor starts again: the stop
+    marker removed, so that the supervisor restarts what fails. Never stored."""
+    return f"rm -f {stop_marker(run_name)}"
+
 
 def _container(props: dict[str, Any], task: dict[str, Any]) -> Any:
     """The running container of the task's service on its node, or None. With
@@ -181,7 +192,7 @@ def relaunch(props: dict[str, Any]) -> RunState:
             _settle(props, task["node"], e)
             continue
         if ctr is not None:
-            _exec(ctr, 'pkill -KILL -f "$SUP" || true; pkill -KILL -f "$PAT" || true', kill)
+            _exec(ctr, KILL_SCRIPT, kill)
     for launch in props["launches"]:
         ctr = _container(props, launch)
         if ctr is None:
@@ -189,7 +200,7 @@ def relaunch(props: dict[str, Any]) -> RunState:
                 f"run {run}: no running task of {launch['service']} on {launch['node']} "
                 "to relaunch in; see `docker service ps ds-master ds-worker`"
             )
-        _exec(ctr, f"rm -f {stop_marker(run)}", user=TRAIN_UID)
+        _exec(ctr, clear_stop_script(run), user=TRAIN_UID)
         ctr.exec_run(["sh", launch["supervisor"]], user=TRAIN_UID, detach=True)
     deadline = time.monotonic() + RELAUNCH_WAIT_S
     while time.monotonic() < deadline:

@@ -2,13 +2,15 @@
 representative inputs into golden files (tests/unit/infra/golden/hostscripts/,
 `DSS_UPDATE_GOLDEN=1` rewrites them), so that scripts/lint runs shellcheck on them
 beside the templates' goldens. Every one of them runs under `sh`: `sh -s` over SSH
-(the host facts), `sh -c` in a task (the probe, the gate, the code sync, a file
-replaced), a command's create or delete in the SSH user's login shell (the scrape
-config, as the launch), `/bin/sh -c` as a service's command (JupyterLab).
+(the host facts, the job command's metrics and log reads on the master host), `sh -c`
+in a task (the probe, the gate and its check for a running job, the code sync, a file
+replaced, a run's relaunch), a command's create or delete in the SSH user's login shell
+(the scrape config, as the launch), `/bin/sh -c` as a service's command (JupyterLab).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +18,12 @@ from pathlib import Path
 import pytest
 
 from infra.components.jupyter import COMMAND as JUPYTER_COMMAND
+from infra.config import StackConfig, parse_stack_config
 from infra.providers.code import ARCHIVE_DIR
+from infra.providers.gate import TRAINING_RUNNING_SCRIPT
 from infra.providers.hostfacts import host_script
 from infra.providers.peers import peers_script
+from infra.providers.run import KILL_SCRIPT, clear_stop_script
 from infra.render.code import install_script, verify_script
 from infra.render.gate import collective_script
 from infra.render.probe import probe_script
@@ -28,6 +33,8 @@ from infra.render.prometheus import (
     prometheus_reload_script,
 )
 from infra.render.shell import replace_file
+from jobs.command import logs_command, metrics_script
+from tests.unit.infra.samples import stack_config
 
 pytestmark = pytest.mark.unit
 
@@ -41,6 +48,16 @@ _EVERY_READING = {
     "nic_health": True,
     "dcgm_level": 1,
 }
+
+
+def job() -> StackConfig:
+    """Job stack `exp1` on the dev stack's hosts (its run named after it)."""
+    raw = copy.deepcopy(stack_config("dev"))
+    raw.pop("secrets", None)
+    raw.update(kind="job", cluster="c1")
+    raw["training"] = {**raw["training"], "run_name": "exp1"}
+    return parse_stack_config(raw)
+
 
 SCRIPTS: dict[str, Callable[[], str]] = {
     # Not stored: each provider renders these when it runs (sh -s over SSH, sh -c in a task).
@@ -58,6 +75,13 @@ SCRIPTS: dict[str, Callable[[], str]] = {
         "run1", "abc123", f"{ARCHIVE_DIR}/code-abc123.tar", ["def456"]
     ),
     "code-verify.sh": lambda: verify_script("run1", "abc123"),
+    "gate-training-running.sh": lambda: TRAINING_RUNNING_SCRIPT + "\n",
+    "run-kill.sh": lambda: KILL_SCRIPT + "\n",
+    "run-clear-stop.sh": lambda: clear_stop_script("run1") + "\n",
+    # The job command's reads on the master host (jobs/command.py, `sh -s` over SSH).
+    "job-metrics.sh": lambda: metrics_script(job()) + "\n",
+    "job-logs.sh": lambda: logs_command(job(), None, 50, False) + "\n",
+    "job-logs-follow-task.sh": lambda: logs_command(job(), "10.0.1.3", 20, True) + "\n",
     # Resource inputs: a command's create and delete, a service's command, and the file
     # replacement both the launch and the scrape config hand to `sh -c` in a task.
     "scrape-write-reload.sh": lambda: job_scrape_script("job1", "scrape_configs: []\n"),

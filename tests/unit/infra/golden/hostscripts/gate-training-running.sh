@@ -1,0 +1,1 @@
+pgrep -f "$PAT" >/dev/null

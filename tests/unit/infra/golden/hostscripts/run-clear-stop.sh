@@ -1,0 +1,1 @@
+rm -f /data/.dss/run1/stop

@@ -1,0 +1,1 @@
+pkill -KILL -f "$SUP" || true; pkill -KILL -f "$PAT" || true
