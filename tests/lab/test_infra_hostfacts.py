@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from infra.components.hostfacts import facts_props
-from infra.providers import hostfacts
+from infra.providers import factcheck
 from infra.providers.hostfacts import HostFactsProvider
 from infra.render.remedy import drain_remedies
 from lab import config as c
@@ -161,6 +161,6 @@ def test_preflight_refuses_an_old_engine(
 ) -> None:
     """An engine older than the minimum stops the deployment, naming host and version (the
     lab's engines all meet 20.10.0, so the minimum is raised past them)."""
-    monkeypatch.setattr(hostfacts, "MIN_DOCKER_ENGINE", "99.0.0")
+    monkeypatch.setattr(factcheck, "MIN_DOCKER_ENGINE", "99.0.0")
     with pytest.raises(Exception, match=r"host lab-h1: Docker engine \d+\.\d+\.\S+ is older than"):
         HostFactsProvider().create(props(dev_cfg, "lab-h1"))
