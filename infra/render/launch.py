@@ -51,7 +51,6 @@ from infra.render.runfiles import (
 from infra.render.sections import HasTraining, LaunchSource
 from infra.render.shell import replace_file as replace_file
 from infra.render.shell import task_container as task_container
-from infra.render.stop import ranks_function as ranks_function
 from infra.render.stop import stop_script as stop_script
 from infra.render.supervisor import Follow, supervisor_script
 

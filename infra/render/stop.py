@@ -124,13 +124,6 @@ def stop_script(
     return template.render("stop.sh", values, flags)
 
 
-def ranks_function(pattern: str) -> str:
-    """Shell: `ranks count|term`, infra/task/ranks.py run in the task container `$ctr`
-    by the image's python from stdin, the script in its environment (so no command
-    line in the task but the ranks' own names it)."""
-    return template.part("stop.sh", "ranks_of_script", _script_ranks_values(pattern), {})
-
-
 def _script_ranks_values(pattern: str) -> dict[str, str]:
     """The values of stop.sh's ranks_of_script part: ranks.py's text (its docstring
     cut: the code alone, in a heredoc) and what it is told."""
@@ -140,15 +133,6 @@ def _script_ranks_values(pattern: str) -> dict[str, str]:
         "IMAGE_PYTHON": IMAGE_PYTHON,
         "RANKS_PROGRAM": ranks_program(),
     }
-
-
-def command_ranks_function(ranks: CommandRanks, run_name: str) -> str:
-    """Shell: `ranks count|term|kill` of a command run, commandranks.py from the run's dir.
-    Under pdsh it runs on every hostfile host through pdsh, as the training user with
-    the launcher's sshd port (DeepSpeed's runner sets `PDSH_SSH_ARGS_APPEND` the same
-    way), and the hosts' counts are summed; `?` when no host answered."""
-    flags = {"everywhere": ranks.ssh_port is not None}
-    return template.part("stop.sh", "command_ranks", _command_ranks_values(ranks, run_name), flags)
 
 
 def _command_ranks_values(ranks: CommandRanks, run_name: str) -> dict[str, str]:

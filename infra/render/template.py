@@ -71,18 +71,6 @@ class Template:
         _check(self.name, self.nodes, values, flags)
         return "".join(_fill(self.name, self.nodes, values, flags))
 
-    def part(self, flag: str, values: Mapping[str, str], flags: Mapping[str, bool]) -> str:
-        """The kept lines of the one `#@if flag` part, rendered alone (`flags` names the
-        flags inside it): a piece of a script that its renderer also offers by itself."""
-        found = [n for n in _walk(self.nodes) if isinstance(n, Section) and n.flag == flag]
-        if len(found) != 1:
-            raise TemplateError(
-                f"{self.name}: #@if {flag} appears {len(found)} times; allowed: once"
-            )
-        where = f"{self.name} #@if {flag}"
-        _check(where, found[0].then, values, flags)
-        return "".join(_fill(where, found[0].then, values, flags))
-
 
 def parse(name: str, text: str) -> Template:
     """`text` (the template `name`) as lines and parts; a directive out of place (an
@@ -208,8 +196,3 @@ def _check(
 def render(name: str, values: Mapping[str, str], flags: Mapping[str, bool]) -> str:
     """The template infra/task/<name>, rendered (`Template.render`)."""
     return load(name).render(values, flags)
-
-
-def part(name: str, flag: str, values: Mapping[str, str], flags: Mapping[str, bool]) -> str:
-    """The `#@if flag` part of infra/task/<name>, rendered alone (`Template.part`)."""
-    return load(name).part(flag, values, flags)

@@ -109,19 +109,6 @@ def test_a_value_left_out_is_refused_only_where_it_is_rendered() -> None:
         t.render({}, {"one": True})
 
 
-def test_part_renders_one_section_alone() -> None:
-    """`part` gives the kept lines of the one part of that flag, with its own flags."""
-    t = parse("t", TEXT)
-    assert t.part("one", {"A": "a"}, {"two": False}) == "  one a\n  one only\n"
-
-
-def test_part_of_a_flag_used_twice_is_refused() -> None:
-    """A flag with two parts names no one piece."""
-    t = parse("t", "#@if x\na\n#@end\n#@if x\nb\n#@end\n")
-    with pytest.raises(TemplateError, match=r"#@if x appears 2 times; allowed: once"):
-        t.part("x", {}, {})
-
-
 TEMPLATES = sorted(p.name for p in template.TASK_DIR.glob("*.sh"))
 
 
