@@ -40,13 +40,19 @@ def node_labels(cfg: HasMaster, host: Host, master_moves: bool = False) -> dict[
     return {**labels, **host.labels}
 
 
+def _model_constraint(gpu_model: str | None) -> list[str]:
+    """With `gpu_model`: only nodes labelled with it (a task moves only to a spare that
+    has it)."""
+    return [f"node.labels.{GPU_MODEL_LABEL}=={gpu_model}"] if gpu_model else []
+
+
 def placement_constraints(
     role: str, gpu_model: str | None = None, master_moves: bool = False
 ) -> list[str]:
     """Constraints that pin a service to nodes of one dss.role (and, with `gpu_model`,
     to nodes labelled with that GPU model: a task moves only to a spare that has it).
     `master_moves`: the master goes where `dss.master_ok` is (its host or a spare)."""
-    model = [f"node.labels.{GPU_MODEL_LABEL}=={gpu_model}"] if gpu_model else []
+    model = _model_constraint(gpu_model)
     if master_moves and role == "master":
         return [f"node.labels.{MASTER_OK_LABEL}==true", *model]
     return [f"node.labels.dss.role=={role}", *model]
@@ -68,7 +74,7 @@ def task_constraints(
     if pinned_master is None:
         keep_off = [f"node.hostname!={h}" for h in unused] if role == "worker" else []
         return placement_constraints(role, gpu_model, master_moves) + keep_off
-    model = [f"node.labels.{GPU_MODEL_LABEL}=={gpu_model}"] if gpu_model else []
+    model = _model_constraint(gpu_model)
     if role == "master":
         return [f"node.hostname=={pinned_master}", *model]
     return [*(f"node.hostname!={h}" for h in [*unused, pinned_master]), *model]
