@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from delivery import preview
 from delivery.preview import Impact
 from infra.layout import CONFIG_TYPE, IMAGE_TYPE, JUPYTER_SERVICE, SERVICE_TYPE, STANDBY_SERVICE
 from tests.unit.delivery.rename import renamed, verdicts
+from tests.unit.golden import check_golden
 
 pytestmark = pytest.mark.unit
 
@@ -31,10 +31,7 @@ def digest(name: str) -> dict[str, Any]:
 
 def golden(name: str, text: str) -> None:
     """Compare with golden/<name> byte for byte; DSS_UPDATE_GOLDEN=1 rewrites it."""
-    path = GOLDEN / name
-    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
+    check_golden(GOLDEN / name, text)
 
 
 def by_name(name: str) -> dict[str, preview.Change]:

@@ -11,7 +11,6 @@ replaced, a run's relaunch), a command's create or delete in the SSH user's logi
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from infra.render.prometheus import (
 )
 from infra.render.shell import replace_file
 from jobs.command import logs_command, metrics_script
+from tests.unit.golden import check_golden
 from tests.unit.infra.samples import stack_config
 
 pytestmark = pytest.mark.unit
@@ -99,12 +99,7 @@ SCRIPTS: dict[str, Callable[[], str]] = {
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_host_script_golden(name: str) -> None:
     """Each rendered host script equals its golden file (the text scripts/lint checks)."""
-    text = SCRIPTS[name]()
-    path = GOLDEN / name
-    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
+    check_golden(GOLDEN / name, SCRIPTS[name]())
 
 
 def test_no_stale_golden() -> None:

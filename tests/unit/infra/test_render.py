@@ -27,6 +27,7 @@ from infra.render.launch import (
 )
 from infra.render.run import follow_path, forkserver_path, supervisor_prefix
 from infra.render.specs import docker_duration
+from tests.unit.golden import check_golden
 
 pytestmark = pytest.mark.unit
 
@@ -35,10 +36,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 def golden(name: str, text: str) -> None:
     """Compare with golden/<name>; DSS_UPDATE_GOLDEN=1 rewrites it."""
-    path = GOLDEN / name
-    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
+    check_golden(GOLDEN / name, text)
 
 
 def entry(service: str, slot: int, node: str, address: str, gpus: list[str]) -> RosterEntry:

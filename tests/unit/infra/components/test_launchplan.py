@@ -3,7 +3,6 @@ and launch mode (golden files: the whole script a host runs, readable as shell).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, cast
 
@@ -11,6 +10,7 @@ import pytest
 
 from infra.components.launchplan import TrainingLaunchArgs, target_script
 from infra.config import StackConfig, parse_stack_config
+from tests.unit.golden import check_golden
 
 pytestmark = pytest.mark.unit
 
@@ -21,10 +21,7 @@ HOSTFILE = "10.0.1.3 slots=8\n10.0.1.4 slots=8\n10.0.1.5 slots=8\n"
 
 def golden(name: str, text: str) -> None:
     """Compare with golden/<name>; DSS_UPDATE_GOLDEN=1 rewrites it."""
-    path = GOLDEN / name
-    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
+    check_golden(GOLDEN / name, text)
 
 
 def launch_args(cfg: StackConfig) -> TrainingLaunchArgs:

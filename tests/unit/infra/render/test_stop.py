@@ -18,6 +18,7 @@ from infra.layout import IMAGE_PYTHON, LAUNCH_DIR
 from infra.render.command import rank_pattern
 from infra.render.runfiles import follow_program
 from infra.render.stop import CommandRanks, stop_script
+from tests.unit.golden import check_golden
 
 pytestmark = pytest.mark.unit
 
@@ -27,10 +28,7 @@ SCRIPT = "/data/code/run/abc123/train.py"
 
 def golden(name: str, text: str) -> None:
     """Compare with golden/<name>; DSS_UPDATE_GOLDEN=1 rewrites it."""
-    path = GOLDEN / name
-    if os.environ.get("DSS_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} differs from its golden file (DSS_UPDATE_GOLDEN=1)"
+    check_golden(GOLDEN / name, text)
 
 
 def command_stop(ranks: CommandRanks, grace: int = 120, service: str = "ds-master") -> str:
