@@ -32,12 +32,43 @@ def committed(stack: str, **training: Any) -> dict[str, Any]:
 
     `DSS_DATA_PLANE` (overlay | host), when set, is every such stack's
     `network.data_plane`: the engine and acceptance suites then run on that data plane
-    (docs/dataplane.md, "Both data planes")."""
+    (docs/dataplane.md, "Both data planes"). `DSS_LAB_TRANSPORT=unix` puts every lab
+    host's engine on its unix socket instead of the committed `ssh://root@<address>`
+    (the variant `bench/ssh_bench.py` compares against)."""
     doc: dict[str, Any] = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
     doc.pop(SECRETS, None)
     doc[TRAINING] = {**doc[TRAINING], **training}
     plane = os.environ.get("DSS_DATA_PLANE")
-    return on_data_plane(doc, plane) if plane else doc
+    doc = on_data_plane(doc, plane) if plane else doc
+    return on_transport(doc, transport())
+
+
+TRANSPORTS = ("ssh", "unix")
+"""How a lab stack's hosts reach their engines: ssh://root@<address> (as prod, the
+committed lab stacks' form) or the host's unix socket."""
+
+
+def transport() -> str:
+    """`DSS_LAB_TRANSPORT` (ssh | unix; default ssh), refused by name when another."""
+    value = os.environ.get("DSS_LAB_TRANSPORT") or "ssh"
+    if value not in TRANSPORTS:
+        raise ValueError(f"DSS_LAB_TRANSPORT={value!r}; allowed: {', '.join(TRANSPORTS)}")
+    return value
+
+
+def docker_host(i: int, how: str) -> str:
+    """Lab host i's engine URL over `how` (one of TRANSPORTS)."""
+    return f"unix://{socket(i)}" if how == "unix" else f"ssh://root@{c.host_addr(i)}"
+
+
+def on_transport(config: dict[str, Any], how: str) -> dict[str, Any]:
+    """`config` (namespaced) with every lab host's `docker_host` over `how`."""
+    out = copy.deepcopy(config)
+    for h in out[HOSTS]:
+        index = int(h["name"].removeprefix("lab-h"))
+        assert h["name"] == c.host_name(index), f"{h['name']}: not a lab host"
+        h["docker_host"] = docker_host(index, how)
+    return out
 
 
 def on_data_plane(config: dict[str, Any], plane: str) -> dict[str, Any]:
@@ -67,7 +98,7 @@ def lab_hosts(
             **template,
             "name": c.host_name(i),
             "address": c.host_addr(i),
-            "docker_host": f"unix://{socket(i)}",
+            "docker_host": docker_host(i, transport()),
             "role": "manager" if i <= managers else "worker",
             **fields,
         }

@@ -15,7 +15,7 @@ from lab import config as c
 from lab import engine_install as ei
 from lab import engines as en
 from lab import hostfiles as hf
-from lab import imagecache
+from lab import hostkeys, imagecache
 from lab import sysops as s
 from lab.sysops import LabError
 
@@ -50,11 +50,8 @@ def _ssh_keys(lab: c.LabPaths, hosts: int) -> None:
     pub = Path(str(lab.ssh_key) + ".pub").read_text()
     lab.authorized_keys.write_text(pub)
     os.chmod(lab.authorized_keys, 0o600)
-    lines = [
-        hf.known_hosts_line(i, Path(str(lab.host(i).host_key) + ".pub").read_text())
-        for i in range(1, hosts + 1)
-    ]
-    lab.known_hosts.write_text("".join(lines))
+    # known_hosts is written once the hosts' sshd answer (lab/hostkeys.py: scanned and
+    # checked, as an operator does for prod).
     lab.ssh_config.write_text(hf.render_ssh_client_config(lab, hosts))
     lab.ssh_bin.mkdir(exist_ok=True)
     wrapper = lab.ssh_bin / "ssh"
@@ -396,6 +393,7 @@ def up(
     procs = {i: _start_host(lab, i) for i in range(1, hosts + 1)}
     _wait_registry(reg, lab.registry_log)
     _wait_hosts(lab, procs, timeout)
+    hostkeys.write_known_hosts(lab, hosts)
     _log(f"{hosts} hosts (engine {eng.name}) up in {time.monotonic() - t0:.1f} s")
     if swarm:
         form_swarm(lab, hosts, managers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,9 @@ from typing import Any
 import pulumi
 import pytest
 
+from infra.components import remote
+from infra.sshspec import SshSpec
+from lab.config import DEFAULT_ROOT
 from tests.unit.infra.samples import Mocks, small_config, stack_config, write_ssh_home
 
 
@@ -19,7 +23,19 @@ def ssh_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     the ssh:// hosts' keys from `~/.ssh/known_hosts` (never the machine's own file)."""
     home = write_ssh_home(tmp_path_factory.mktemp("home"))
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(remote, "_known_hosts_text", _lab_known_hosts_at_home)
     return home
+
+
+_read_known_hosts = remote._known_hosts_text
+
+
+def _lab_known_hosts_at_home(spec: SshSpec) -> str:
+    """The lab stacks' known_hosts (under the lab root, written by `lab up`) read from
+    HOME's instead: a unit test never reads a file of the machine's own lab."""
+    if spec.known_hosts_file and spec.known_hosts_file.startswith(f"{DEFAULT_ROOT}/"):
+        spec = dataclasses.replace(spec, known_hosts_file="~/.ssh/known_hosts")
+    return _read_known_hosts(spec)
 
 
 @pytest.fixture
@@ -28,6 +44,15 @@ def dev_raw() -> dict[str, Any]:
     raw = copy.deepcopy(stack_config("dev"))
     raw.pop("secrets", None)
     return raw
+
+
+@pytest.fixture
+def dev_unix_raw(dev_raw: dict[str, Any]) -> dict[str, Any]:
+    """The dev stack's config with its hosts' engines on the lab's unix sockets (the
+    variant the lab keeps for tests that need it), not ssh://."""
+    for i, h in enumerate(dev_raw["hosts"], start=1):
+        h["docker_host"] = f"unix://{DEFAULT_ROOT}/h{i}/docker.sock"
+    return dev_raw
 
 
 @pytest.fixture

@@ -98,8 +98,8 @@ def test_one_docker_provider_per_host(dev_graph: Mocks) -> None:
         if "-swarm-docker-" in r.name
     }
     assert hosts == {
-        "unit-swarm-docker-lab-h1": "unix:///var/lib/dss-lab/h1/docker.sock",
-        "unit-swarm-docker-lab-h2": "unix:///var/lib/dss-lab/h2/docker.sock",
+        "unit-swarm-docker-lab-h1": "ssh://root@10.213.0.11",
+        "unit-swarm-docker-lab-h2": "ssh://root@10.213.0.12",
     }
 
 

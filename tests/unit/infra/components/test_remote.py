@@ -95,9 +95,9 @@ def test_a_jump_host_with_no_key_is_refused_by_name() -> None:
         ssh_links(cfg.hosts, cfg.ssh_for)
 
 
-def test_hosts_that_are_not_ssh_get_no_link(dev_raw: dict[str, Any]) -> None:
+def test_hosts_that_are_not_ssh_get_no_link(dev_unix_raw: dict[str, Any]) -> None:
     """The lab's unix-socket hosts keep the connection they always had."""
-    cfg = parse_stack_config(dev_raw)
+    cfg = parse_stack_config(dev_unix_raw)
     assert ssh_links(cfg.hosts, cfg.ssh_for) == {}
 
 

@@ -56,9 +56,9 @@ def test_ssh_hosts_are_keyed_by_endpoint_url() -> None:
     assert got[cfg.hosts[1].docker_host] == cfg.ssh_for(cfg.hosts[1]).props()
 
 
-def test_unix_socket_hosts_add_no_input(dev_raw: dict[str, Any]) -> None:
+def test_unix_socket_hosts_add_no_input(dev_unix_raw: dict[str, Any]) -> None:
     """A stack without ssh:// hosts keeps the inputs it had: no `ssh_hosts` key."""
-    cfg = parse_stack_config(dev_raw)
+    cfg = parse_stack_config(dev_unix_raw)
     assert ssh_prop(ssh_hosts(cfg.hosts, ssh_specs(cfg.hosts, cfg.ssh_for))) == {}
 
 
