@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -18,6 +19,7 @@ import yaml
 from harness import ROOT
 from harness.lab import socket
 from lab import config as c
+from lab.gpus import DEFAULT_GPU_MODEL, lab_gpus
 
 if TYPE_CHECKING:
     from infra.config import StackConfig
@@ -89,10 +91,18 @@ def lab8_config(**training: Any) -> dict[str, Any]:
 
 
 def lab_hosts(
-    template: dict[str, Any], count: int, managers: int, **fields: Any
+    template: dict[str, Any],
+    count: int,
+    managers: int,
+    per_host: Sequence[dict[str, Any]] | None = None,
+    **fields: Any,
 ) -> list[dict[str, Any]]:
     """Hosts lab-h1..lab-h<count> made from one host entry: the lab's address and
-    socket for each, the first `managers` of them managers, `fields` on every one."""
+    engine URL (`transport()`) for each, the first `managers` of them managers, `fields` on every one, then
+    `per_host[i - 1]` on lab-h<i> (one entry a host, e.g. its own `gpus`)."""
+    own = list(per_host) if per_host is not None else [{}] * count
+    if len(own) != count:
+        raise ValueError(f"per_host has {len(own)} entries; allowed: one per host ({count})")
     return [
         {
             **template,
@@ -101,18 +111,30 @@ def lab_hosts(
             "docker_host": docker_host(i, transport()),
             "role": "manager" if i <= managers else "worker",
             **fields,
+            **own[i - 1],
         }
         for i in range(1, count + 1)
     ]
 
 
-def dev_on_hosts(hosts: int, gpus: int, **training: Any) -> dict[str, Any]:
-    """The dev stack's config for lab hosts 1..hosts with `gpus` fake GPUs each: the
-    first three are managers, or the first alone under 3 hosts (Raft wants an odd count)."""
+def dev_on_hosts(
+    hosts: int,
+    gpus: int | Sequence[int],
+    *,
+    gpu_models: str | Sequence[str] = DEFAULT_GPU_MODEL,
+    **training: Any,
+) -> dict[str, Any]:
+    """The dev stack's config for lab hosts 1..hosts with `gpus` fake GPUs of
+    `gpu_models` (each one value for every host, or one per host, as `lab up --gpus
+    --gpu-models` takes them): the first three are managers, or the first alone under
+    3 hosts (Raft wants an odd count)."""
     cfg = dev_config(**training)
     managers = 3 if hosts >= 3 else 1
-    gpu = {"count": gpus, "model": "fake-gpu"}
-    cfg[HOSTS] = lab_hosts(cfg[HOSTS][0], hosts, managers, gpus=gpu)
+    own = lab_gpus(hosts, gpus, gpu_models)
+    per_host = [
+        {"gpus": {"count": own.count(i), "model": own.model(i)}} for i in range(1, hosts + 1)
+    ]
+    cfg[HOSTS] = lab_hosts(cfg[HOSTS][0], hosts, managers, per_host)
     return cfg
 
 

@@ -8,6 +8,7 @@ import sys
 
 from lab import config as c
 from lab import engines as en
+from lab import gpus as lg
 from lab.down import down
 from lab.engine_install import install, is_installed
 from lab.status import render_text, status
@@ -20,7 +21,16 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("up", help="start the lab hosts (and optionally form the swarm)")
     u.add_argument("--hosts", type=int, default=2)
-    u.add_argument("--gpus", type=int, default=2, help="fake GPUs per host")
+    u.add_argument(
+        "--gpus",
+        default="2",
+        help="fake GPUs per host: one count for every host, or a comma list, one per host",
+    )
+    u.add_argument(
+        "--gpu-models",
+        default=lg.DEFAULT_GPU_MODEL,
+        help="their model (nvidia-smi -L, lab status): one for every host, or a comma list",
+    )
     u.add_argument("--mtu", type=int, default=c.DEFAULT_MTU, help="bridge and veth MTU")
     u.add_argument("--swarm", action="store_true", help="also swarm init on h1 and join the rest")
     u.add_argument("--managers", type=int, default=1, help="with --swarm: managers h1..hK")
@@ -40,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--json", action="store_true")
     sub.add_parser("down", help="remove everything the lab made (safe to repeat)")
     args = ap.parse_args(argv)
+    if args.cmd == "up":
+        try:  # refused before anything starts, as argparse refuses
+            args.gpus, args.gpu_models = _gpu_flags(args)
+        except ValueError as e:
+            u.error(str(e))
     root = c.lab_root()
     try:
         if args.cmd == "up":
@@ -52,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.managers,
                 args.timeout,
                 engine=args.engine,
+                gpu_models=args.gpu_models,
             )
             return 0
         if args.cmd == "engine":
@@ -75,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 1
+
+
+def _gpu_flags(args: argparse.Namespace) -> tuple[int | list[int], str | list[str]]:
+    """`--gpus` and `--gpu-models`, checked against `--hosts` (ValueError naming them)."""
+    counts, models = lg.parse_counts(args.gpus), lg.parse_models(args.gpu_models)
+    lg.lab_gpus(args.hosts, counts, models)
+    return counts, models
 
 
 def _engine_cmd(args: argparse.Namespace) -> int:

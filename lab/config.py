@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.layout import GPU_RESOURCE
+from lab.gpus import LabGpus, lab_gpus
 
 DEFAULT_ROOT = "/var/lib/dss-lab"
 BRIDGE = "dsslab0"
@@ -279,13 +280,16 @@ def ssh_opts(lab: LabPaths) -> list[str]:
 def status_dict(
     root: Path,
     hosts: int,
-    gpus: int,
+    gpus: int | LabGpus,
     mtu: int,
     live: dict[int, dict[str, Any]] | None = None,
     registry_up: bool | None = None,
 ) -> dict[str, Any]:
-    """What `lab status --json` prints; live: per-host facts read from the daemons."""
+    """What `lab status --json` prints; gpus: each host's (lab/gpus.py), or one count
+    of the default model for every host; live: per-host facts read from the daemons.
+    `gpus_per_host` is None where the hosts' counts differ (each host says its own)."""
     lab = LabPaths(root)
+    per_host = gpus if isinstance(gpus, LabGpus) else lab_gpus(hosts, max(gpus, 0))
     out_hosts = []
     for i in range(1, hosts + 1):
         hp = lab.host(i)
@@ -297,7 +301,9 @@ def status_dict(
             "docker_unix": f"unix://{hp.socket}",
             "docker_ssh": f"ssh://root@{host_addr(i)}",
             "ssh_user": "root",
-            "gpu_uuids": gpu_uuids(i, gpus),
+            "gpu_uuids": gpu_uuids(i, per_host.count(i)),
+            "gpus": per_host.count(i),
+            "gpu_model": per_host.model(i),
         }
         if live is not None:
             h.update(live.get(i, {}))
@@ -316,6 +322,6 @@ def status_dict(
         "ssh_opts": ssh_opts(lab),
         "ssh_path_dir": str(lab.ssh_bin),
         "gpu_resource": GPU_RESOURCE,
-        "gpus_per_host": gpus,
+        "gpus_per_host": gpus if isinstance(gpus, int) else gpus.uniform_count,
         "hosts": out_hosts,
     }

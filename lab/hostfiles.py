@@ -24,6 +24,7 @@ from lab.config import (
     host_name,
 )
 from lab.engines import DEFAULT_ENGINE, ENGINES, Engine
+from lab.gpus import DEFAULT_GPU_MODEL, display_name
 
 DEFAULT = ENGINES[DEFAULT_ENGINE]
 
@@ -102,12 +103,14 @@ STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FAKE_DRIVER_VERSION = "550.54.15"
 
 
-def render_fake_nvidia_smi(paths: HostPaths) -> str:
+def render_fake_nvidia_smi(paths: HostPaths, model: str = DEFAULT_GPU_MODEL) -> str:
     """A stand-in `nvidia-smi` answering the queries the project makes (`-L`,
     `--query-gpu=uuid,driver_version`, and the GPU health queries of
     infra/providers/health.py, in `csv,noheader,nounits`) from the host's GPU list and
     its faults file, so host facts (and their drift) can be read from a lab host as
-    from a GPU server."""
+    from a GPU server. `-L` names each GPU by the host's `model` (lab/gpus.py
+    display_name: the model itself, `Lab Fake GPU` for the default)."""
+    name = display_name(model)  # letters, digits, '.', '_', '-' or spaces: safe in "..."
     return f"""#!/bin/sh
 # written by `python -m lab up`: a fake nvidia-smi for lab host {paths.index}
 gpus={shlex.quote(str(paths.gpu_list))}
@@ -126,7 +129,7 @@ case "$*" in
       set -- $(faults "$uuid"); echo "$uuid, $3, $4"; done < "$gpus" ;;
   *-L*)
     n=0; while read -r uuid; do
-      [ -n "$uuid" ] && echo "GPU $n: Lab Fake GPU (UUID: $uuid)" && n=$((n + 1)); done < "$gpus" ;;
+      [ -n "$uuid" ] && echo "GPU $n: {name} (UUID: $uuid)" && n=$((n + 1)); done < "$gpus" ;;
   *) echo "lab nvidia-smi: only -L and the project's --query-gpu queries are faked" >&2; exit 2 ;;
 esac
 """

@@ -9,6 +9,7 @@ from typing import Any
 from infra import layout
 from lab import config as c
 from lab import engines as en
+from lab import gpus as lg
 from lab import sysops as s
 
 
@@ -74,11 +75,13 @@ def status(root: Path) -> dict[str, Any]:
     lab = c.LabPaths(root)
     st = _state(root)
     hosts = int(st.get("hosts", 0)) or len(s.netns_list(c.NETNS_PREFIX))
-    gpus = int(st.get("gpus", 0))
     mtu_file = Path(f"/sys/class/net/{c.BRIDGE}/mtu")
     mtu = int(mtu_file.read_text()) if mtu_file.exists() else int(st.get("mtu", c.DEFAULT_MTU))
     live = {i: _host_live(lab, i) for i in range(1, hosts + 1)}
-    if "gpus" not in st:  # state file lost: read the count from the daemons
+    # Each host's count and model as `lab up` recorded them; the state file lost (or
+    # not readable): one count read from the daemons, of the default model.
+    gpus: int | lg.LabGpus | None = lg.from_state(st, hosts)
+    if gpus is None:
         gpus = max((len(h.get("declared_gpus", [])) for h in live.values()), default=0)
     out = c.status_dict(
         root,
@@ -121,13 +124,18 @@ def status(root: Path) -> dict[str, Any]:
 def render_text(st: dict[str, Any]) -> str:
     if not st["up"]:
         return "lab: not running\n"
+    # A model column where some host's is not the default (a lab up without
+    # --gpu-models prints the table as before).
+    models = any(
+        h.get("gpu_model", lg.DEFAULT_GPU_MODEL) != lg.DEFAULT_GPU_MODEL for h in st["hosts"]
+    )
     lines = [
         f"engine {st['engine']} (daemons: {', '.join(st['server_versions']) or '-'}); "
         f"bridge {st['bridge']} {st['bridge_addr']} mtu {st['bridge_mtu']}; "
         f"registry {st['registry']} {'up' if st['registry_up'] else 'DOWN'}; "
         f"shared {st['shared_dir']}; ssh key {st['ssh_key']}",
-        "| host | address | daemon | ssh | swarm | gpus |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| host | address | daemon | ssh | swarm | gpus |" + (" model |" if models else ""),
+        "| --- | --- | --- | --- | --- | --- |" + (" --- |" if models else ""),
     ]
     for h in st["hosts"]:
         swarm = h.get("swarm_state") or "-"
@@ -136,6 +144,7 @@ def render_text(st: dict[str, Any]) -> str:
         lines.append(
             f"| {h['name']} | {h['address']} | {'yes' if h.get('daemon') else 'NO'} | "
             f"{'yes' if h.get('ssh') else 'NO'} | {swarm} | {len(h.get('declared_gpus', []))} |"
+            + (f" {h['gpu_model']} |" if models else "")
         )
     if st["swarm_nodes"]:
         ready = sum(1 for n in st["swarm_nodes"] if n["state"] == "ready")

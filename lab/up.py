@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,11 @@ from typing import Any
 from lab import config as c
 from lab import engine_install as ei
 from lab import engines as en
+from lab import gpus as lg
 from lab import hostfiles as hf
 from lab import hostkeys, imagecache
 from lab import sysops as s
+from lab.swarm import form_swarm
 from lab.sysops import LabError
 
 
@@ -143,7 +146,7 @@ def _host_files(
     lab: c.LabPaths,
     i: int,
     hosts: int,
-    gpus: int,
+    gpus: lg.LabGpus,
     cgroups: list[hf.CgroupMount],
     links: dict[str, str],
     engine: en.Engine,
@@ -154,17 +157,18 @@ def _host_files(
     # The images this host's engine pulled in an earlier lab (lab/imagecache.py).
     imagecache.restore(lab.root, hp.dir, hp.data_root(engine.name))
     hp.data_root(engine.name).mkdir(parents=True, exist_ok=True)
-    hp.daemon_json.write_text(hf.render_daemon_json(hp, gpus, engine))
+    count = gpus.count(i)
+    hp.daemon_json.write_text(hf.render_daemon_json(hp, count, engine))
     hp.sshd_config.write_text(hf.render_sshd_config(hp, lab))
     hp.etc_hosts.write_text(hf.render_etc_hosts(hosts))
     hp.resolv_conf.write_text(hf.machine_resolv_conf())
     bins = en.bin_dir(engine)
     hp.init_script.write_text(hf.render_host_script(hp, cgroups, links, bins))
     hp.bin_dir.mkdir(exist_ok=True)
-    hp.gpu_list.write_text("".join(f"{u}\n" for u in c.gpu_uuids(i, gpus)))
+    hp.gpu_list.write_text("".join(f"{u}\n" for u in c.gpu_uuids(i, count)))
     hp.driver_version.write_text(hf.FAKE_DRIVER_VERSION + "\n")
     smi = hp.bin_dir / "nvidia-smi"
-    smi.write_text(hf.render_fake_nvidia_smi(hp))
+    smi.write_text(hf.render_fake_nvidia_smi(hp, gpus.model(i)))
     smi.chmod(0o755)
     # No toolkit files: the fake nvidia-ctk reports no toolkit until a test writes one
     # (removed in case a root survived a `lab down` that could not finish).
@@ -181,7 +185,7 @@ def _host_files(
     hp.kernel_log.unlink(missing_ok=True)
     hp.dcgm_diag.unlink(missing_ok=True)
     for tool, text in (
-        ("dcgmi", hf.render_fake_dcgmi(hp, gpus)),
+        ("dcgmi", hf.render_fake_dcgmi(hp, count)),
         ("ibv_devinfo", hf.render_fake_ibv_devinfo(hp)),
         ("lsmod", hf.render_fake_lsmod(hp)),
         ("dmesg", hf.render_fake_dmesg(hp)),
@@ -269,67 +273,6 @@ def _wait_registry(p: subprocess.Popen[bytes], log: Path, timeout: float = 20) -
         time.sleep(0.1)
 
 
-def form_swarm(lab: c.LabPaths, hosts: int, managers: int = 1, timeout: float = 60) -> None:
-    """swarm init on h1, managers h2..hK join one by one, the rest join as workers in parallel."""
-    if not 1 <= managers <= hosts:
-        raise LabError(f"--managers {managers} must be within 1..{hosts}")
-    lead = lab.host(1).socket
-    a1 = c.host_addr(1)
-    st, body = s.docker_api(
-        lead, "POST", "/swarm/init", {"ListenAddr": f"{a1}:2377", "AdvertiseAddr": a1}, timeout=60
-    )
-    if st != 200:
-        raise LabError(f"{c.host_name(1)}: swarm init failed ({st}): {body}")
-    st, sw = s.docker_api(lead, "GET", "/swarm")
-    if st != 200:
-        raise LabError(f"{c.host_name(1)}: cannot read swarm join tokens ({st}): {sw}")
-    tokens = sw["JoinTokens"]
-
-    def join(i: int, token: str) -> None:
-        addr = c.host_addr(i)
-        req = {
-            "ListenAddr": f"{addr}:2377",
-            "AdvertiseAddr": addr,
-            "RemoteAddrs": [f"{a1}:2377"],
-            "JoinToken": token,
-        }
-        st, body = s.docker_api(lab.host(i).socket, "POST", "/swarm/join", req, timeout=90)
-        if st != 200:
-            raise LabError(f"{c.host_name(i)}: swarm join failed ({st}): {body}")
-
-    for i in range(2, managers + 1):
-        join(i, tokens["Manager"])
-    with ThreadPoolExecutor(max_workers=8) as ex:
-        for f in [ex.submit(join, i, tokens["Worker"]) for i in range(managers + 1, hosts + 1)]:
-            f.result()
-    wait_nodes_ready(lab, hosts, timeout)
-
-
-def swarm_nodes(sock: Path) -> list[dict[str, Any]]:
-    st, nodes = s.docker_api(sock, "GET", "/nodes")
-    if st != 200 or not isinstance(nodes, list):
-        raise LabError(f"cannot list swarm nodes ({st}): {nodes}")
-    return nodes
-
-
-def wait_nodes_ready(lab: c.LabPaths, hosts: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        nodes = swarm_nodes(lab.host(1).socket)
-        # A node that has only just joined has no description yet.
-        ready = {
-            (n.get("Description") or {}).get("Hostname")
-            for n in nodes
-            if n["Status"]["State"] == "ready"
-        }
-        if len(ready) >= hosts:
-            return
-        if time.monotonic() > deadline:
-            missing = {c.host_name(i) for i in range(1, hosts + 1)} - ready
-            raise LabError(f"swarm nodes not ready within {timeout:.0f} s: {sorted(missing)}")
-        time.sleep(0.3)
-
-
 def _engine(name: str) -> en.Engine:
     """The engine to run, installed (the error says how to install it)."""
     try:
@@ -347,19 +290,24 @@ def _engine(name: str) -> en.Engine:
 def up(
     root: Path,
     hosts: int,
-    gpus: int,
+    gpus: int | Sequence[int],
     mtu: int,
     swarm: bool,
     managers: int,
     timeout: float = 90,
     engine: str = en.DEFAULT_ENGINE,
+    gpu_models: str | Sequence[str] = lg.DEFAULT_GPU_MODEL,
 ) -> dict[str, Any]:
+    """Start lab-h1..h<hosts>; `gpus` and `gpu_models` one value for every host or one
+    per host (lab/gpus.py)."""
     if os.geteuid() != 0:
         raise LabError("lab up needs root (namespaces, bridge, iptables)")
     if not 1 <= hosts <= c.MAX_HOSTS:
         raise LabError(f"--hosts must be within 1..{c.MAX_HOSTS}")
-    if gpus < 0:
-        raise LabError("--gpus must be >= 0")
+    try:
+        per_host = lg.lab_gpus(hosts, gpus, gpu_models)
+    except ValueError as e:
+        raise LabError(str(e)) from None
     if not 1280 <= mtu <= 65535:
         raise LabError("--mtu must be within 1280..65535")
     if lab_exists(root):
@@ -372,7 +320,7 @@ def up(
     os.chmod(lab.shared, 0o1777)
     state = {
         "hosts": hosts,
-        "gpus": gpus,
+        **per_host.state(),
         "mtu": mtu,
         "swarm": swarm,
         "managers": managers,
@@ -384,7 +332,7 @@ def up(
         cgroups = hf.parse_cgroup_mounts(f.read())
     links = _cgroup_links()
     for i in range(1, hosts + 1):
-        _host_files(lab, i, hosts, gpus, cgroups, links, eng)
+        _host_files(lab, i, hosts, per_host, cgroups, links, eng)
     _ssh_keys(lab, hosts)
     _bridge(mtu)
     reg = _registry(lab)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from harness import ROOT, image_code
-from harness.lab import lab_cli, lab_status
+from harness.labup import running_lab
 from harness.stack import Stack, project_env
 
 # On PATH: the CLI, the language host and the plugin that runs dynamic providers.
@@ -53,16 +53,10 @@ def engine() -> None:
         pytest.skip(msg)
 
 
-@contextlib.contextmanager
-def lab_of(hosts: int) -> Iterator[dict[str, Any]]:
+def lab_of(hosts: int) -> contextlib.AbstractContextManager[dict[str, Any]]:
     """A lab of `hosts` hosts with 2 fake GPUs each (no swarm: the program forms it),
     down again afterwards whatever happens."""
-    lab_cli("down", check=False)
-    try:
-        lab_cli("up", "--hosts", str(hosts), "--gpus", "2")
-        yield lab_status()
-    finally:
-        lab_cli("down", check=False)
+    return running_lab(hosts, gpus=2)
 
 
 @pytest.fixture(scope="module")

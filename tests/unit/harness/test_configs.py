@@ -52,6 +52,36 @@ def test_dev_on_hosts_has_an_odd_number_of_managers() -> None:
         assert all(h["gpus"] == {"count": 2, "model": "fake-gpu"} for h in hosts)
 
 
+def test_lab_hosts_take_each_hosts_own_fields() -> None:
+    """`per_host[i - 1]` lands on lab-h<i> after the fields every host shares; a list
+    that is not one entry a host is refused, naming both counts."""
+    own = [{"gpus": {"count": 8, "model": "fake-a"}}, {"gpus": {"count": 4, "model": "fake-b"}}]
+    hosts = lab_hosts({"nic": "eth0"}, 2, 1, own, gpus={"count": 1}, labels={"a": "b"})
+    assert [h["gpus"] for h in hosts] == [o["gpus"] for o in own]
+    assert all(h["labels"] == {"a": "b"} for h in hosts)
+    with pytest.raises(ValueError, match=r"per_host has 2 entries; allowed: one per host \(3\)"):
+        lab_hosts({}, 3, 1, own)
+
+
+def test_dev_on_hosts_gives_each_host_its_count_and_model() -> None:
+    """One count and model stand for every host (the default model the lab's, as
+    before); per-host lists as `lab up --gpus 8,4 --gpu-models fake-a,fake-b` takes
+    them; a list not one a host is refused as `lab up` refuses it."""
+    assert dev_on_hosts(2, 2) == dev_config() | {
+        HOSTS: [h | {"gpus": {"count": 2, "model": "fake-gpu"}} for h in dev_config()[HOSTS]]
+    }
+    hosts = dev_on_hosts(3, [8, 8, 4], gpu_models=["fake-a", "fake-a", "fake-b"])[HOSTS]
+    assert [h["gpus"] for h in hosts] == [
+        {"count": 8, "model": "fake-a"}, {"count": 8, "model": "fake-a"},
+        {"count": 4, "model": "fake-b"},
+    ]  # fmt: skip
+    one_model = dev_on_hosts(2, [2, 1], gpu_models="fake-b", run_name="r")
+    assert [h["gpus"]["model"] for h in one_model[HOSTS]] == ["fake-b", "fake-b"]
+    assert one_model[TRAINING]["run_name"] == "r"
+    with pytest.raises(ValueError, match=r"--gpus '8,4': 2 values for --hosts 3"):
+        dev_on_hosts(3, [8, 4])
+
+
 def test_unprefixed_drops_other_namespaces() -> None:
     """Only the project's keys are kept, without their prefix."""
     assert unprefixed({"deepspeed-swarm:hosts": [], "docker:host": "x"}) == {"hosts": []}
