@@ -34,14 +34,33 @@ def test_training_overrides_keep_the_other_keys() -> None:
     assert training == {**committed, "run_name": "r", "steps": 7}
 
 
-def test_lab_hosts_take_the_labs_addresses_and_sockets() -> None:
-    """Each host gets its lab name, address and socket; the first `managers` manage."""
+def test_lab_hosts_take_the_labs_addresses_and_ssh_urls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each host gets its lab name, address and ssh:// engine (as prod reaches its hosts);
+    the first `managers` manage."""
+    monkeypatch.delenv("DSS_LAB_TRANSPORT", raising=False)
     hosts = lab_hosts({"nic": "eth0", "role": "worker"}, 4, managers=3, labels={"a": "b"})
     assert [h["name"] for h in hosts] == ["lab-h1", "lab-h2", "lab-h3", "lab-h4"]
     assert hosts[3]["address"] == "10.213.0.14"
-    assert hosts[1]["docker_host"] == f"unix://{socket(2)}"
+    assert hosts[1]["docker_host"] == "ssh://root@10.213.0.12"
     assert [h["role"] for h in hosts] == ["manager"] * 3 + ["worker"]
     assert all(h["nic"] == "eth0" and h["labels"] == {"a": "b"} for h in hosts)
+
+
+def test_the_unix_transport_puts_every_lab_host_on_its_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DSS_LAB_TRANSPORT", "unix")
+    assert [h["docker_host"] for h in lab8_config()[HOSTS]] == [
+        f"unix://{socket(i)}" for i in range(1, 10)
+    ]
+
+
+def test_another_transport_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSS_LAB_TRANSPORT", "tcp")
+    with pytest.raises(ValueError, match="DSS_LAB_TRANSPORT='tcp'; allowed: ssh, unix"):
+        dev_config()
 
 
 def test_dev_on_hosts_has_an_odd_number_of_managers() -> None:
