@@ -99,7 +99,8 @@ def lab_hosts(
 ) -> list[dict[str, Any]]:
     """Hosts lab-h1..lab-h<count> made from one host entry: the lab's address and
     engine URL (`transport()`) for each, the first `managers` of them managers,
-    `fields` on every one, then `per_host[i - 1]` on lab-h<i> (one entry a host, e.g. its own `gpus`)."""
+    `fields` on every one, then `per_host[i - 1]` on lab-h<i> (one entry a host, e.g.
+    its own `gpus`)."""
     own = list(per_host) if per_host is not None else [{}] * count
     if len(own) != count:
         raise ValueError(f"per_host has {len(own)} entries; allowed: one per host ({count})")
