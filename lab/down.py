@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab import config as c
 from lab import hostfiles as hf
-from lab import imagecache
+from lab import imagecache, users
 from lab import sysops as s
 
 
@@ -57,7 +57,9 @@ def down(root: Path) -> list[str]:
         p = s.run(["iptables", "-w", "-D", *rule], check=False)
         if p.returncode != 0:
             problems.append(f"iptables rule {' '.join(rule)}: {p.stderr.strip()}")
-    # 3. cgroups, mounts, files (the registry storage lives in DSS_CACHE and stays).
+    # 3. the non-root user the lab made (its home is under the root), cgroups, mounts,
+    #    files (the registry storage lives in DSS_CACHE and stays).
+    problems += users.remove(lab)
     for cg in sorted(s.lab_cgroups(c.CGROUP_PREFIX)):
         for d in s.cgroup_remove(cg):
             problems.append(f"cgroup dir {d} could not be removed")

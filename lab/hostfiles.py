@@ -69,15 +69,18 @@ SSHD_DEFAULT_MAX_SESSIONS = 10
 
 
 def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
-    """sshd_config of host i: root with the lab key only, docker CLI aimed at the host's
-    daemon, OpenSSH's default connection limits."""
+    """sshd_config of host i: root and the non-root user (lab/users.py) with the lab
+    key only, docker CLI aimed at the host's daemon, OpenSSH's default connection
+    limits."""
     lines = [
         "# written by `python -m lab up`",
         "Port 22",
         f"ListenAddress {host_addr(paths.index)}",
         f"HostKey {paths.host_key}",
         f"PidFile {paths.sshd_pid}",
-        f"AuthorizedKeysFile {lab.authorized_keys}",
+        # root's keys, then each user's own under the lab root (lab/users.py: sshd
+        # reads a user's file as that user, who cannot read root's lab ssh folder).
+        f"AuthorizedKeysFile {lab.authorized_keys} {lab.root}/users/%u/.ssh/authorized_keys",
         "PermitRootLogin prohibit-password",
         "PubkeyAuthentication yes",
         "PasswordAuthentication no",

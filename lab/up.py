@@ -17,7 +17,7 @@ from lab import engine_install as ei
 from lab import engines as en
 from lab import gpus as lg
 from lab import hostfiles as hf
-from lab import hostkeys, imagecache
+from lab import hostkeys, imagecache, users
 from lab import sysops as s
 from lab.swarm import form_swarm
 from lab.sysops import LabError
@@ -334,6 +334,7 @@ def up(
     for i in range(1, hosts + 1):
         _host_files(lab, i, hosts, per_host, cgroups, links, eng)
     _ssh_keys(lab, hosts)
+    users.ensure(lab)
     _bridge(mtu)
     reg = _registry(lab)
     with ThreadPoolExecutor(max_workers=8) as ex:

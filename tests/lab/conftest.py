@@ -15,7 +15,10 @@ from pulumi.dynamic import CreateResult, ReadResult, UpdateResult
 from harness.configs import dev_stack_config
 from harness.lab import docker_run
 from infra.components.swarm import endpoint as swarm_endpoint
+from infra.components.swarm import ssh_hosts, ssh_prop, ssh_specs
 from infra.config import StackConfig
+from infra.config.models import Host
+from infra.providers.hostops import docker_client
 from infra.render.labels import node_labels
 from lab import config as c
 from lab import engines
@@ -131,10 +134,24 @@ def outs(result: CreateResult | ReadResult | UpdateResult) -> dict[str, Any]:
     return result.outs
 
 
+def ssh_props(cfg: StackConfig) -> dict[str, Any]:
+    """The `ssh_hosts` input the program adds to every provider that reaches an engine
+    when the config has ssh:// hosts (the lab stacks' form), else nothing."""
+    return ssh_prop(ssh_hosts(cfg.hosts, ssh_specs(cfg.hosts, cfg.ssh_for)))
+
+
+def client_of(cfg: StackConfig, host: Host) -> Any:
+    """A Docker client of one host of `cfg`, reached as the program reaches it (over
+    its SSH settings for an ssh:// engine)."""
+    ssh = cfg.ssh_for(host).props() if host.docker_host.startswith("ssh://") else None
+    return docker_client(swarm_endpoint(host), ssh)
+
+
 def init_props(cfg: StackConfig) -> dict[str, Any]:
     """SwarmInit inputs for a config's leader, as the program passes them."""
     leader = cfg.leader
     return {
+        **ssh_props(cfg),
         "host": leader.name,
         "endpoint": swarm_endpoint(leader),
         "advertise_addr": leader.address,
@@ -147,6 +164,7 @@ def node_props(cfg: StackConfig, name: str, swarm_id: str) -> dict[str, Any]:
     """SwarmNode inputs for one host of a config, as the program passes them."""
     h = next(h for h in cfg.hosts if h.name == name)
     return {
+        **ssh_props(cfg),
         "host": h.name,
         "is_leader": h is cfg.leader,
         "endpoint": swarm_endpoint(h),

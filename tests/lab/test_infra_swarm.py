@@ -7,10 +7,8 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_stack_config
-from infra.components.swarm import endpoint
-from infra.providers.hostops import docker_client
 from infra.providers.swarm import SwarmInitProvider, SwarmNodeProvider
-from tests.lab.conftest import Lab, init_props, node_props, outs
+from tests.lab.conftest import Lab, client_of, init_props, node_props, outs
 
 pytestmark = pytest.mark.lab
 
@@ -28,7 +26,7 @@ def swarm(bare_lab: Lab) -> dict[str, Any]:
 
 def test_nodes_join_with_labels(swarm: dict[str, Any]) -> None:
     """Both hosts are Ready members; each carries its dss.* labels and role."""
-    leader = docker_client(endpoint(swarm["cfg"].leader))
+    leader = client_of(swarm["cfg"], swarm["cfg"].leader)
     nodes = {n.attrs["Description"]["Hostname"]: n.attrs for n in leader.nodes.list()}
     assert set(nodes) == {"lab-h1", "lab-h2"}
     assert nodes["lab-h1"]["Spec"]["Labels"]["dss.role"] == "master"
@@ -65,7 +63,7 @@ def test_refresh_names_a_removed_label(swarm: dict[str, Any]) -> None:
     """A label removed by hand shows up as a labels diff on that node."""
     p = SwarmNodeProvider()
     want = node_props(swarm["cfg"], "lab-h2", swarm["init"].id)
-    leader = docker_client(endpoint(swarm["cfg"].leader))
+    leader = client_of(swarm["cfg"], swarm["cfg"].leader)
     node = leader.nodes.get(swarm["nodes"]["lab-h2"].id)
     spec = node.attrs["Spec"]
     spec["Labels"] = {k: v for k, v in spec["Labels"].items() if k != "dss.gpus"}
@@ -82,11 +80,11 @@ def test_delete_leaves_the_swarm(swarm: dict[str, Any]) -> None:
     """Deleting the worker node, then the swarm, leaves both engines outside any swarm."""
     cfg = swarm["cfg"]
     SwarmNodeProvider().delete(swarm["nodes"]["lab-h2"].id, outs(swarm["nodes"]["lab-h2"]))
-    leader = docker_client(endpoint(cfg.leader))
+    leader = client_of(cfg, cfg.leader)
     assert [n.attrs["Description"]["Hostname"] for n in leader.nodes.list()] == ["lab-h1"]
     SwarmInitProvider().delete(swarm["init"].id, outs(swarm["init"]))
     for h in cfg.hosts:
-        state = docker_client(endpoint(h)).info()["Swarm"]["LocalNodeState"]
+        state = client_of(cfg, h).info()["Swarm"]["LocalNodeState"]
         assert state == "inactive", f"{h.name} is still in a swarm ({state})"
 
 
@@ -95,7 +93,7 @@ def test_join_refuses_a_host_of_another_swarm(swarm: dict[str, Any]) -> None:
     cfg = swarm["cfg"]
     h2 = next(h for h in cfg.hosts if h.name == "lab-h2")
     init = SwarmInitProvider().create(init_props(cfg))
-    other = docker_client(endpoint(h2))
+    other = client_of(cfg, h2)
     other.swarm.init(advertise_addr=h2.address, listen_addr="0.0.0.0:2377")
     try:
         with pytest.raises(Exception, match="swarm join: lab-h2 is in another swarm"):

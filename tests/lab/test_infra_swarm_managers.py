@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 
 from harness.configs import dev_stack_config, lab_hosts
-from infra.components.swarm import endpoint
 from infra.config import parse_stack_config
-from infra.providers.hostops import docker_client
 from infra.providers.swarm import SwarmInitProvider, SwarmNodeProvider
 from lab import config as c
 from lab.down import down
-from tests.lab.conftest import init_props, node_props, outs, start_lab
+from tests.lab.conftest import client_of, init_props, node_props, outs, start_lab
 
 pytestmark = pytest.mark.lab
 
@@ -42,7 +40,7 @@ def test_parallel_delete_of_managers_keeps_quorum(managers3: Any) -> None:
     nodes = {
         h.name: SwarmNodeProvider().create(node_props(cfg, h.name, init.id)) for h in cfg.hosts
     }
-    leader = docker_client(endpoint(cfg.leader))
+    leader = client_of(cfg, cfg.leader)
     managers = [n for n in leader.nodes.list() if n.attrs["Spec"]["Role"] == "manager"]
     assert len(managers) == 3, "the swarm did not form with 3 managers"
     others = [nodes[h.name] for h in cfg.hosts if h is not cfg.leader]
@@ -52,5 +50,5 @@ def test_parallel_delete_of_managers_keeps_quorum(managers3: Any) -> None:
     assert names == ["lab-h1"], f"the leader lost its quorum or kept nodes: {names}"
     SwarmInitProvider().delete(init.id, outs(init))
     for h in cfg.hosts:
-        state = docker_client(endpoint(h)).info()["Swarm"]["LocalNodeState"]
+        state = client_of(cfg, h).info()["Swarm"]["LocalNodeState"]
         assert state == "inactive", f"{h.name} is still in a swarm ({state})"

@@ -67,7 +67,9 @@ def test_nvidia_smi_names_each_hosts_model(mixed_lab: dict[str, Any]) -> None:
 def test_host_facts_of_a_per_host_config_pass(mixed_lab: dict[str, Any]) -> None:
     """A stack config whose hosts carry the lab's per-host `gpus: {count, model}` passes
     each host's preflight: the GPUs it finds are the ones the config counts."""
-    cfg = parse_stack_config(unprefixed(dev_on_hosts(3, COUNTS, gpu_models=MODELS)))
+    # gpus_per_node within the smallest host's count: the config refuses more.
+    raw = dev_on_hosts(3, COUNTS, gpu_models=MODELS, gpus_per_node=min(COUNTS))
+    cfg = parse_stack_config(unprefixed(raw))
     for i, host in enumerate(cfg.hosts, 1):
         assert (host.gpus.count, host.gpus.model) == (COUNTS[i - 1], MODELS[i - 1])
         seen = outs(HostFactsProvider().create(props(cfg, host.name)))["observed"]

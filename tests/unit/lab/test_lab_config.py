@@ -84,7 +84,8 @@ def test_dockerd_argv_points_at_the_config_file() -> None:
 
 
 def test_sshd_config_is_key_only_root_on_host_address() -> None:
-    """sshd listens on the host address, allows root by key only, no passwords or PAM."""
+    """sshd listens on the host address, allows root (and the lab's non-root user) by key
+    only, no passwords or PAM."""
     lab = c.LabPaths(ROOT)
     text = hf.render_sshd_config(lab.host(4), lab)
     opts = dict(line.split(" ", 1) for line in text.splitlines() if line and line[0] != "#")
@@ -94,7 +95,9 @@ def test_sshd_config_is_key_only_root_on_host_address() -> None:
     assert opts["KbdInteractiveAuthentication"] == "no"
     assert opts["UsePAM"] == "no"
     assert (opts["MaxStartups"], opts["MaxSessions"]) == ("10:30:100", "10"), "not sshd's defaults"
-    assert opts["AuthorizedKeysFile"] == "/lab-root/ssh/authorized_keys"
+    assert opts["AuthorizedKeysFile"] == (
+        "/lab-root/ssh/authorized_keys /lab-root/users/%u/.ssh/authorized_keys"
+    ), "root's keys, then the non-root user's own (lab/users.py)"
     assert opts["HostKey"] == "/lab-root/h4/ssh_host_ed25519_key"
     assert opts["SetEnv"] == (
         "DOCKER_HOST=unix:///lab-root/h4/docker.sock "
