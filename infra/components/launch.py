@@ -114,7 +114,10 @@ class TrainingLaunch(pulumi.ComponentResource):
         # The same entries as plain dicts, for the dynamic resources that take them.
         task_entries = entries.apply(lambda es: cast(list[dict[str, Any]], es))
         self.hostfile = entries.apply(lambda es: render_hostfile(es, slots))
-        self.rank_map = entries.apply(lambda es: rank_map(es, slots))
+        # Each rank's GPU model only for a job that names its hosts (docs/design/
+        # sharing.md, 3.1): any other stack's rank map, an output, stays as it was.
+        models = {h.name: h.gpus.model for h in args.hosts} if t.hosts else None
+        self.rank_map = entries.apply(lambda es: rank_map(es, slots, models))
         self.master_address = entries.apply(lambda es: es[0]["address"] if es else "")
         self.logs_command = logs_command(args, args.services.master_name)
         self.training_log = metrics_path(args)

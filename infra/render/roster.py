@@ -5,7 +5,7 @@ No Pulumi, no I/O: tested directly and by golden files.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from infra.layout import MASTER_SERVICE
@@ -43,19 +43,27 @@ def render_hostfile(roster: Sequence[RosterEntry], slots: int) -> str:
     return "".join(f"{e['address']} slots={slots}\n" for e in roster)
 
 
-def rank_map(roster: Sequence[RosterEntry], slots: int) -> list[dict[str, Any]]:
-    """Task -> node -> overlay address -> GPUs -> global ranks, in node-rank order."""
+def rank_map(
+    roster: Sequence[RosterEntry], slots: int, models: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Task -> node -> overlay address -> GPUs -> global ranks, in node-rank order.
+
+    `models` (host name -> `hosts[].gpus.model`; a job that names its hosts): each
+    entry's `gpu_model` too, empty where the host sets none (the config's default) or no
+    host has the node's name. None: no such key, so a stack that names no hosts keeps
+    its outputs byte for byte."""
     out = []
     for node_rank, e in enumerate(roster):
-        out.append(
-            {
-                "node_rank": node_rank,
-                "task": f"{e['service']}.{e['slot']}",
-                "task_id": e["task_id"],
-                "node": e["node"],
-                "address": e["address"],
-                "gpu_uuids": e["gpu_uuids"],
-                "ranks": list(range(node_rank * slots, (node_rank + 1) * slots)),
-            }
-        )
+        entry: dict[str, Any] = {
+            "node_rank": node_rank,
+            "task": f"{e['service']}.{e['slot']}",
+            "task_id": e["task_id"],
+            "node": e["node"],
+            "address": e["address"],
+            "gpu_uuids": e["gpu_uuids"],
+            "ranks": list(range(node_rank * slots, (node_rank + 1) * slots)),
+        }
+        if models is not None:
+            entry["gpu_model"] = models.get(e["node"], "")
+        out.append(entry)
     return out

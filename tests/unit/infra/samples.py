@@ -69,6 +69,11 @@ class Mocks(pulumi.runtime.Mocks):
         self.engine: str | None = None
         """The Docker version every host's facts report (None: facts not read, as
         in a first preview)."""
+        self.nodes: list[str] | None = None
+        """The swarm nodes the roster's tasks run on, in node-rank order (None:
+        `node-0`, `node-1`, ...)."""
+        self.cluster_outputs: dict[str, Any] | None = None
+        """What a job's stack reference reads of its cluster stack (None: nothing)."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(args)
@@ -78,16 +83,18 @@ class Mocks(pulumi.runtime.Mocks):
         if args.typ == "pulumi-python:dynamic:Resource" and "expected_tasks" in args.inputs:
             outs["entries"] = [
                 {
-                    "service": "ds-master" if n == 0 else "ds-worker",
+                    "service": args.inputs["services"][min(n, 1)],
                     "slot": max(n, 1),
                     "task_id": f"task{n}",
-                    "node": f"node-{n}",
+                    "node": f"node-{n}" if self.nodes is None else self.nodes[n],
                     "address": f"10.0.1.{n + 2}",
                     "container_id": f"c{n}",
                     "gpu_uuids": [f"GPU-{n}-{g}" for g in range(2)],
                 }
                 for n in range(int(args.inputs["expected_tasks"]))
             ]
+        if args.typ == "pulumi:pulumi:StackReference" and self.cluster_outputs is not None:
+            outs["outputs"] = self.cluster_outputs
         facts = args.typ == "pulumi-python:dynamic:Resource" and "needed_mtu" in args.inputs
         if facts and self.engine is not None:
             outs["observed"] = {"docker_version": self.engine}

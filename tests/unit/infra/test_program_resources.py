@@ -4,8 +4,9 @@ The golden files record what reaches the engine and shapes the state: type token
 name, parent, inputs, and the options the engine stores or acts on (dependencies,
 provider, delete-before-replace, replace-on-changes, ignore-changes, aliases,
 custom timeouts, secret outputs), then the outputs each component and the stack
-register (`register_outputs`), and the stack's exports. A refactor that leaves them byte-identical
-upgrades a live stack as a no-op. `DSS_UPDATE_GOLDEN=1` rewrites them.
+register (`register_outputs`), what it reads (a job's stack reference), and the stack's
+exports. A refactor that leaves them byte-identical upgrades a live stack as a no-op.
+`DSS_UPDATE_GOLDEN=1` rewrites them.
 
 What varies between machines and runs is replaced by a placeholder: the temporary
 SSH key path, the content tags of images/ and monitoring/ (they change with every
@@ -29,8 +30,12 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.stack import wait_for_rpcs
 from pulumi.runtime.sync_await import _sync_await
 
+from infra import config
 from infra.components import image as image_component
 from infra.components import monitoring as monitoring_component
+from infra.config import parse_job, stack_file_yaml
+from infra.config.parse import load as load_config
+from infra.layout import PROJECT, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE
 from tests.unit.infra.samples import ROOT, Mocks, set_stack_config, stack_config
 
 pytestmark = pytest.mark.unit
@@ -124,7 +129,27 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # A cluster stack (docs/jobs.md): no run; its idle services keep a single stack's
     # names (test_jobs_migration.py turns one into the other).
     "dev-cluster": {"stack": "dev", "kind": "cluster"},
+    # A job that names its hosts (`job`: its training, as `scripts/job submit` plans
+    # it) on a cluster stack of lab8's hosts with monitoring on (the stack's file as a
+    # cluster): two hosts past the cluster's first, the master pinned to lab-h5, the
+    # workers kept off the other training hosts, the scrape through the job's master,
+    # the rank map with each rank's GPU model (`models`: lab-h6 sets none).
+    "lab8-job": {
+        "stack": "lab8",
+        "monitoring": {"enabled": True, "storage": "/var/lib/dss-lab/shared/prometheus"},
+        "job": {
+            "nodes": 2,
+            "gpus_per_node": 4,
+            "hosts": ["lab-h5", "lab-h6"],
+            "placement": "planned",
+        },
+        "models": {"lab-h6": ""},
+    },
 }
+# The keys of a variant that are not stack config sections.
+SPECIAL = ("stack", "tls", "code", "command", "job", "models")
+# The job variants' cluster stack, its file written per test.
+JOB_CLUSTER = "lab8-cluster"
 # The synced code of the `code` variants: fixed bytes, so a fixed digest.
 CODE_FILES = {"train.py": "print('golden')\n", "pkg/model.py": "X = 1\n"}
 CODE_PLACEHOLDER = "<code-dir>"
@@ -169,6 +194,37 @@ def _record(request: Any) -> dict[str, Any]:
     return entry
 
 
+def _job_stack(
+    variant: dict[str, Any],
+    raw: dict[str, Any],
+    tmp_path: Path,
+    mocks: Mocks,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, Any]:
+    """A job stack's raw config on cluster `raw`, whose stack file the program reads
+    from `tmp_path`; `mocks` export what that cluster deployed (its digest that of the
+    file) and run the job's tasks on its hosts."""
+    models = variant.get("models", {})
+    for h in raw["hosts"]:
+        if h["name"] in models:
+            h["gpus"] = {**h["gpus"], "model": models[h["name"]]}
+    cluster = {f"{PROJECT}:{k}": v for k, v in {**raw, "kind": "cluster"}.items()}
+    (tmp_path / f"Pulumi.{JOB_CLUSTER}.yaml").write_text(stack_file_yaml(cluster))
+    job = {"kind": "job", "cluster": JOB_CLUSTER, "training": variant["job"]}
+    cfg = parse_job(job, "unit", tmp_path)
+    mocks.nodes = [h.name for h in cfg.training_hosts]
+    secrets = [SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_FILE, *cfg.secret_names]
+    mocks.cluster_outputs = {
+        "imageRef": f"10.213.0.1:5000/ds-train@sha256:{'ab' * 32}",
+        "networkId": "cluster-network-id",
+        "swarmId": "cluster-swarm-id",
+        "secretRefs": {n: {"id": f"{n}-id", "name": f"{JOB_CLUSTER}-{n}"} for n in secrets},
+        "clusterDigest": cfg.cluster_digest,
+    }
+    monkeypatch.setattr(config, "load", lambda project_dir=None: load_config(tmp_path))
+    return job
+
+
 def _registrations(
     variant: dict[str, Any],
     tmp_path: Path,
@@ -181,6 +237,7 @@ def _registrations(
     # The SDK's mock monitor is untyped: its methods are wrapped as plain callables.
     original: Any = pulumi_mocks.MockMonitor.RegisterResource
     original_outputs: Any = pulumi_mocks.MockMonitor.RegisterResourceOutputs
+    original_read: Any = pulumi_mocks.MockMonitor.ReadResource
 
     # The root stack is the SDK's, registered once per process (by the first test
     # that sets mocks): not part of what the program declares.
@@ -196,7 +253,15 @@ def _registrations(
             seen.append(entry)
         return original_outputs(self, request)
 
+    # A resource read, not created (a job's stack reference): in the state all the same,
+    # with the id it is read by.
+    def read(self: Any, request: Any) -> Any:
+        full = json_format.MessageToDict(request, preserving_proto_field_name=True)
+        seen.append({**_record(request), "read": request.id, "inputs": full.get("properties", {})})
+        return original_read(self, request)
+
     monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResource", register)
+    monkeypatch.setattr(pulumi_mocks.MockMonitor, "ReadResource", read)
     monkeypatch.setattr(pulumi_mocks.MockMonitor, "RegisterResourceOutputs", register_outputs)
     exports: dict[str, Any] = {}
     monkeypatch.setattr(pulumi, "export", lambda name, value: exports.__setitem__(name, value))
@@ -208,8 +273,13 @@ def _registrations(
     # on every machine.
     monkeypatch.setattr(image_component, "tree_hash", lambda root, length=12: IMAGES_TAG)
     monkeypatch.setattr(monitoring_component, "tree_hash", lambda root, length=12: MONITORING_TAG)
-    pulumi.runtime.set_mocks(Mocks(), project="deepspeed-swarm", stack="unit", preview=False)
-    sections = {k: v for k, v in variant.items() if k not in ("stack", "tls", "code", "command")}
+    mocks = Mocks()
+    # The organization a file backend gives every stack (a job's stack reference
+    # names its cluster's stack by it).
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack="unit", preview=False, organization="organization"
+    )
+    sections = {k: v for k, v in variant.items() if k not in SPECIAL}
     raw = _variant(variant["stack"], **sections)
     if variant.get("tls"):
         tls = tmp_path / "tls"
@@ -237,13 +307,17 @@ def _registrations(
         training = {k: v for k, v in raw["training"].items() if k not in ("script", "args")}
         code = {"code": {"dir": str(tmp_path / "code")}, "command": variant["command"]}
         raw["training"] = {**training, **code, **COMMAND_TRAINING}
-    names = sorted(raw.pop("secrets", {}))
-    raw["secrets"] = {n: SECRET_VALUES[n] for n in names}
     key_file = tmp_path / "id_ed25519"
     if raw.get("preflight", {}).get("ssh_private_key_file"):
         key_file.write_text("golden-key")
         raw["preflight"]["ssh_private_key_file"] = str(key_file)
-    set_stack_config(raw, ("secrets",))
+    if variant.get("job"):
+        # A job creates no secret: its cluster's file keeps them encrypted.
+        set_stack_config(_job_stack(variant, raw, tmp_path, mocks, monkeypatch))
+    else:
+        names = sorted(raw.pop("secrets", {}))
+        raw["secrets"] = {n: SECRET_VALUES[n] for n in names}
+        set_stack_config(raw, ("secrets",))
     runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
     _sync_await(wait_for_rpcs())
     for name, value in sorted(exports.items()):

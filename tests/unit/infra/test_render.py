@@ -81,6 +81,22 @@ def test_rank_map_assigns_contiguous_ranks() -> None:
     ]
 
 
+def test_rank_map_without_models_names_no_model() -> None:
+    """A stack that names no hosts gets the rank map's keys as before, no `gpu_model`."""
+    assert all("gpu_model" not in r for r in rank_map(ROSTER, 2)), rank_map(ROSTER, 2)
+
+
+def test_rank_map_with_models_gives_each_rank_its_hosts_model() -> None:
+    """With the hosts' models, each entry names its node's; empty where the host sets
+    none or no host has the node's name."""
+    m = rank_map(ROSTER, 2, {"gpu-01": "H100-SXM", "gpu-02": ""})
+    assert [(r["node"], r["gpu_model"]) for r in m] == [
+        ("gpu-01", "H100-SXM"),
+        ("gpu-02", ""),
+        ("gpu-03", ""),
+    ]
+
+
 def test_duplicate_gpus_found() -> None:
     """A GPU UUID held by two tasks is reported with both holders."""
     roster = [*ROSTER, entry("ds-worker", 3, "gpu-04", "10.0.1.6", ["GPU-a"])]
