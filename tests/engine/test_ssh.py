@@ -103,6 +103,21 @@ def test_a_stopped_sshd_fails_the_refresh_naming_the_host(
     stack.pulumi("refresh", "--preview-only", "--expect-no-changes")
 
 
+def test_a_cold_preview_makes_one_handshake_per_host(stack: Stack, config: dict[str, Any]) -> None:
+    """The guard against handshakes growing back (docker-py's one per request, issue
+    45): with no shared connection alive, a no-op preview logs in to each host once
+    (every path joins the host's one master), and a second preview not at all."""
+    for i in range(1, HOSTS_UP + 1):
+        end_master(config, i)
+    before = [len(logins(i)) for i in range(1, HOSTS_UP + 1)]
+    stack.pulumi("preview", "--expect-no-changes")
+    cold = [len(logins(i)) for i in range(1, HOSTS_UP + 1)]
+    stack.pulumi("preview", "--expect-no-changes")
+    warm = [len(logins(i)) for i in range(1, HOSTS_UP + 1)]
+    assert [a - b for a, b in zip(cold, before, strict=True)] == [1] * HOSTS_UP, (before, cold)
+    assert warm == cold, f"a preview with the masters alive logged in again: {cold} -> {warm}"
+
+
 def test_a_host_behind_a_bastion(stack: Stack, config: dict[str, Any]) -> None:
     """Port 22 of the worker closed to this machine, `ssh.jump` set to lab-h1 for it:
     `up` applies the new SSH settings without restarting training, then preview and
