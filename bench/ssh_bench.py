@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -40,33 +41,50 @@ def _logins(hosts: int) -> list[int]:
     return [len(logins(i)) for i in range(1, hosts + 1)]
 
 
-def one_pair(hosts: int, transport: str, state: Path) -> dict[str, Any]:
-    """Deploy on a fresh lab, then time each no-op operation once."""
+def _end_masters(config: dict[str, Any], hosts: int) -> None:
+    for i in range(1, hosts + 1):
+        end_master(config, i)
+
+
+def one_pair(hosts: int, transport: str, state: Path, repeat: int) -> dict[str, Any]:
+    """Deploy on a fresh lab, then time each no-op operation `repeat` times."""
     lab("down")
     lab("up", "--hosts", str(hosts), "--gpus", "2")
     config = on_transport(dev_on_hosts(hosts, 2, run_name=RUN, steps=100000), transport)
     stack = bench_stack(STACK, state, config)
     pulumi = stack.pulumi
     out: dict[str, Any] = {}
+
+    def preview() -> None:
+        pulumi("preview", "--expect-no-changes")
+
     try:
         stack.init(SECRETS)
         pulumi("up", "--yes", "--skip-preview")
         first_step_logged(run=RUN)
-        for i in range(1, hosts + 1):
-            end_master(config, i)
+        cold: list[float] = []
+        for n in range(repeat):
+            _end_masters(config, hosts)
+            before = _logins(hosts)
+            cold.append(timed(preview))
+            if n == 0:
+                after = _logins(hosts)
+                out["handshakes per host, cold preview"] = [
+                    a - b for a, b in zip(after, before, strict=True)
+                ]
+        out["preview, cold"] = cold
         before = _logins(hosts)
-        out["preview, cold"] = timed(lambda: pulumi("preview", "--expect-no-changes"))
-        after = _logins(hosts)
-        out["handshakes per host, cold preview"] = [
-            a - b for a, b in zip(after, before, strict=True)
+        out["preview, warm"] = [timed(preview) for _ in range(repeat)]
+        out["handshakes per host, warm preview"] = [
+            a - b for a, b in zip(_logins(hosts), before, strict=True)
         ]
-        out["preview, warm"] = timed(lambda: pulumi("preview", "--expect-no-changes"))
-        warm = _logins(hosts)
-        out["handshakes per host, warm preview"] = [a - b for a, b in zip(warm, after, strict=True)]
-        out["up (no-op)"] = timed(lambda: pulumi("up", "--yes", "--expect-no-changes"))
-        out["refresh --preview-only"] = timed(
-            lambda: pulumi("refresh", "--preview-only", "--expect-no-changes")
-        )
+        out["up (no-op)"] = [
+            timed(lambda: pulumi("up", "--yes", "--expect-no-changes")) for _ in range(repeat)
+        ]
+        out["refresh --preview-only"] = [
+            timed(lambda: pulumi("refresh", "--preview-only", "--expect-no-changes"))
+            for _ in range(repeat)
+        ]
         pulumi("stack", "rm", "--yes", "--force")
     finally:
         stack.config_file.unlink(missing_ok=True)
@@ -74,15 +92,17 @@ def one_pair(hosts: int, transport: str, state: Path) -> dict[str, Any]:
     return out
 
 
-def _cell(value: Any) -> str:
-    if isinstance(value, list):
+def _cell(key: str, value: list[Any]) -> str:
+    if key.startswith("handshakes"):
         return f"max {max(value)}, sum {sum(value)}"
-    return f"{value:.1f}"
+    runs = ", ".join(f"{v:.1f}" for v in value)
+    return f"{statistics.median(value):.1f} ({runs})"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, nargs="+", default=[2, 8])
+    ap.add_argument("--repeat", type=int, default=3, help="times each operation (median)")
     a = ap.parse_args()
     for n in a.hosts:
         if not 2 <= n <= c.MAX_HOSTS:
@@ -91,7 +111,7 @@ def main() -> int:
     for n in a.hosts:
         for how in TRANSPORTS:
             with tempfile.TemporaryDirectory(prefix="dss-bench-state-") as state:
-                results[f"{n} {how}"] = one_pair(n, how, Path(state))
+                results[f"{n} {how}"] = one_pair(n, how, Path(state), a.repeat)
     cmd = shlex.join(["python", "-m", "bench.ssh_bench", *sys.argv[1:]])
     print(
         f"`{cmd}` (dev stack config on N lab hosts x 2 fake GPUs, training; sshd at "
@@ -99,13 +119,17 @@ def main() -> int:
         f"{len(os.sched_getaffinity(0))} cores)\n"
     )
     keys = list(next(iter(results.values())))
-    print("| operation | " + " | ".join(f"{k} (s)" for k in results) + " |")
+    print(f"Times: median of {a.repeat} (each run), seconds; handshakes: logins the hosts'")
+    print("sshd accepted during one preview, summed over hosts and the most on one.\n")
+    print("| operation | " + " | ".join(f"{k}" for k in results) + " |")
     print("| --- |" + " --- |" * len(results))
     for key in keys:
-        print(f"| {key} | " + " | ".join(_cell(r[key]) for r in results.values()) + " |")
+        print(f"| {key} | " + " | ".join(_cell(key, r[key]) for r in results.values()) + " |")
     for n in a.hosts:
-        ratio = results[f"{n} ssh"]["preview, warm"] / results[f"{n} unix"]["preview, warm"]
-        cold = results[f"{n} ssh"]["preview, cold"] / results[f"{n} unix"]["preview, cold"]
+        med = {k: {op: statistics.median(r[op]) for op in ("preview, warm", "preview, cold")}
+               for k, r in results.items()}  # fmt: skip
+        ratio = med[f"{n} ssh"]["preview, warm"] / med[f"{n} unix"]["preview, warm"]
+        cold = med[f"{n} ssh"]["preview, cold"] / med[f"{n} unix"]["preview, cold"]
         print(f"\n{n} hosts: ssh/unix preview, warm {ratio:.2f}x, cold {cold:.2f}x", end="")
     print()
     print(json.dumps(results), file=sys.stderr)
