@@ -17,6 +17,7 @@ from pulumi.runtime.sync_await import _sync_await
 from delivery import preview
 from delivery.impact import RULES, SCRAPE, VERDICTS, Impact, Role, assess, role_of
 from infra.layout import COMMAND_TYPE, DYNAMIC_TYPE, ROLE_LABEL, SERVICE_TYPE
+from tests.unit.conftest import sample_ssh_home
 from tests.unit.infra.samples import ROOT, Mocks, set_stack_config, stack_config
 
 pytestmark = pytest.mark.unit
@@ -47,8 +48,11 @@ def registered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mapping[st
     raw = everything_on()
     raw["preflight"] = {**raw["preflight"], "ssh_private_key_file": str(key)}
     set_stack_config({**raw, "secrets": {"wandb_api_key": "s3cr3t"}}, ("secrets",))
-    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
-    _sync_await(wait_for_rpcs())
+    with pytest.MonkeyPatch.context() as mp:
+        # Module scope: set up before the autouse HOME of each test (tests/unit/conftest.py).
+        sample_ssh_home(mp, tmp_path_factory.mktemp("home"))
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        _sync_await(wait_for_rpcs())
     monitor = pulumi.runtime.settings.get_monitor()
     assert isinstance(monitor, MockMonitor), "set_mocks installs the mock monitor"
     return {urn: reg.state for urn, reg in monitor.get_registered_resources().items()}

@@ -14,8 +14,6 @@ from tests.unit.infra.test_program import run_program
 
 mocks = infra_conftest.mocks
 """The Pulumi mocks fixture of the infra tests, shared."""
-ssh_home = infra_conftest.ssh_home
-"""HOME with the sample known_hosts (autouse): the program pins the ssh:// hosts' keys."""
 
 
 def program_resources(
