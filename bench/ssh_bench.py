@@ -29,21 +29,12 @@ from typing import Any
 
 from bench.engine_bench import SECRETS, bench_stack, first_step_logged, lab, timed
 from harness.configs import dev_on_hosts, on_transport
-from harness.sshd import end_master, logins
+from harness.sshd import end_masters, login_counts
 from lab import config as c
 
 STACK = "bench-ssh"
 RUN = "benchssh"
 TRANSPORTS = ("unix", "ssh")
-
-
-def _logins(hosts: int) -> list[int]:
-    return [len(logins(i)) for i in range(1, hosts + 1)]
-
-
-def _end_masters(config: dict[str, Any], hosts: int) -> None:
-    for i in range(1, hosts + 1):
-        end_master(config, i)
 
 
 def one_pair(hosts: int, transport: str, state: Path, repeat: int) -> dict[str, Any]:
@@ -64,19 +55,19 @@ def one_pair(hosts: int, transport: str, state: Path, repeat: int) -> dict[str, 
         first_step_logged(run=RUN)
         cold: list[float] = []
         for n in range(repeat):
-            _end_masters(config, hosts)
-            before = _logins(hosts)
+            end_masters(config, range(1, hosts + 1))
+            before = login_counts(hosts)
             cold.append(timed(preview))
             if n == 0:
-                after = _logins(hosts)
+                after = login_counts(hosts)
                 out["handshakes per host, cold preview"] = [
                     a - b for a, b in zip(after, before, strict=True)
                 ]
         out["preview, cold"] = cold
-        before = _logins(hosts)
+        before = login_counts(hosts)
         out["preview, warm"] = [timed(preview) for _ in range(repeat)]
         out["handshakes per host, warm preview"] = [
-            a - b for a, b in zip(_logins(hosts), before, strict=True)
+            a - b for a, b in zip(login_counts(hosts), before, strict=True)
         ]
         out["up (no-op)"] = [
             timed(lambda: pulumi("up", "--yes", "--expect-no-changes")) for _ in range(repeat)
@@ -125,9 +116,9 @@ def main() -> int:
     print("| --- |" + " --- |" * len(results))
     for key in keys:
         print(f"| {key} | " + " | ".join(_cell(key, r[key]) for r in results.values()) + " |")
+    med = {k: {op: statistics.median(r[op]) for op in ("preview, warm", "preview, cold")}
+           for k, r in results.items()}  # fmt: skip
     for n in a.hosts:
-        med = {k: {op: statistics.median(r[op]) for op in ("preview, warm", "preview, cold")}
-               for k, r in results.items()}  # fmt: skip
         ratio = med[f"{n} ssh"]["preview, warm"] / med[f"{n} unix"]["preview, warm"]
         cold = med[f"{n} ssh"]["preview, cold"] / med[f"{n} unix"]["preview, cold"]
         print(f"\n{n} hosts: ssh/unix preview, warm {ratio:.2f}x, cold {cold:.2f}x", end="")

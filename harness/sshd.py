@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +94,23 @@ def port_22_closed(i: int) -> Iterator[None]:
 def end_master(config: dict[str, Any], i: int) -> None:
     """End the shared connection the program keeps to lab host i (`ssh -O exit` on its
     control path, as the stack `config` resolves the host's SSH settings); none is fine."""
+    end_masters(config, [i])
+
+
+def end_masters(config: dict[str, Any], hosts: Iterable[int]) -> None:
+    """`end_master` of each lab host in `hosts`, the config parsed once."""
     from infra.config import parse_stack_config
     from infra.providers import transport
     from infra.render.ssh import control_argv
 
     cfg = parse_stack_config(unprefixed(config))
-    (host,) = [h for h in cfg.hosts if h.name == c.host_name(i)]
-    spec = cfg.ssh_for(host)
-    ctl = transport.control_path(spec, host.docker_host)
-    subprocess.run(control_argv(spec, ctl, "exit"), capture_output=True, timeout=30, check=False)
+    by_name = {h.name: h for h in cfg.hosts}
+    for i in hosts:
+        host = by_name[c.host_name(i)]
+        spec = cfg.ssh_for(host)
+        ctl = transport.control_path(spec, host.docker_host)
+        argv = control_argv(spec, ctl, "exit")
+        subprocess.run(argv, capture_output=True, timeout=30, check=False)
 
 
 def logins(i: int) -> list[str]:
@@ -110,3 +118,8 @@ def logins(i: int) -> list[str]:
     log = _paths(i).sshd_log
     text = log.read_text(errors="replace") if log.exists() else ""
     return [line for line in text.splitlines() if "Accepted publickey" in line]
+
+
+def login_counts(hosts: int) -> list[int]:
+    """How many logins lab hosts 1..hosts have accepted so far, host 1 first."""
+    return [len(logins(i)) for i in range(1, hosts + 1)]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.layout import GPU_RESOURCE
+from lab import users
 from lab.config import (
     BRIDGE,
     IPTABLES_COMMENT,
@@ -80,7 +81,7 @@ def render_sshd_config(paths: HostPaths, lab: LabPaths) -> str:
         f"PidFile {paths.sshd_pid}",
         # root's keys, then each user's own under the lab root (lab/users.py: sshd
         # reads a user's file as that user, who cannot read root's lab ssh folder).
-        f"AuthorizedKeysFile {lab.authorized_keys} {lab.root}/users/%u/.ssh/authorized_keys",
+        f"AuthorizedKeysFile {lab.authorized_keys} {users.authorized_keys(lab, '%u')}",
         "PermitRootLogin prohibit-password",
         "PubkeyAuthentication yes",
         "PasswordAuthentication no",

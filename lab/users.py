@@ -23,14 +23,16 @@ GROUP = "docker"
 """The group dockerd gives its socket (mode 0660): Docker without root."""
 
 
-def home(lab: c.LabPaths) -> Path:
-    return lab.root / "users" / USER
+def home(lab: c.LabPaths, user: str = USER) -> Path:
+    """A lab user's home, under the lab root."""
+    return lab.root / "users" / user
 
 
-def authorized_keys(lab: c.LabPaths) -> Path:
-    """Where sshd finds the user's keys (`AuthorizedKeysFile`'s `%u` entry): sshd reads
-    it as the user, who cannot read root's lab ssh folder."""
-    return home(lab) / ".ssh" / "authorized_keys"
+def authorized_keys(lab: c.LabPaths, user: str = USER) -> Path:
+    """Where sshd finds a user's keys (with `user="%u"`, the `AuthorizedKeysFile` entry
+    sshd expands per login): sshd reads it as the user, who cannot read root's lab ssh
+    folder."""
+    return home(lab, user) / ".ssh" / "authorized_keys"
 
 
 def useradd_argv(lab: c.LabPaths) -> list[str]:

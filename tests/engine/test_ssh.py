@@ -19,7 +19,15 @@ import pytest
 
 from harness.configs import HOSTS, dev_config
 from harness.lab import logged_steps, training_processes
-from harness.sshd import end_master, logins, new_host_key, port_22_closed, stopped
+from harness.sshd import (
+    end_master,
+    end_masters,
+    login_counts,
+    logins,
+    new_host_key,
+    port_22_closed,
+    stopped,
+)
 from harness.stack import Stack
 from harness.waits import wait_for
 from lab import config as c
@@ -107,13 +115,12 @@ def test_a_cold_preview_makes_one_handshake_per_host(stack: Stack, config: dict[
     """The guard against handshakes growing back (docker-py's one per request, issue
     45): with no shared connection alive, a no-op preview logs in to each host once
     (every path joins the host's one master), and a second preview not at all."""
-    for i in range(1, HOSTS_UP + 1):
-        end_master(config, i)
-    before = [len(logins(i)) for i in range(1, HOSTS_UP + 1)]
+    end_masters(config, range(1, HOSTS_UP + 1))
+    before = login_counts(HOSTS_UP)
     stack.pulumi("preview", "--expect-no-changes")
-    cold = [len(logins(i)) for i in range(1, HOSTS_UP + 1)]
+    cold = login_counts(HOSTS_UP)
     stack.pulumi("preview", "--expect-no-changes")
-    warm = [len(logins(i)) for i in range(1, HOSTS_UP + 1)]
+    warm = login_counts(HOSTS_UP)
     assert [a - b for a, b in zip(cold, before, strict=True)] == [1] * HOSTS_UP, (before, cold)
     assert warm == cold, f"a preview with the masters alive logged in again: {cold} -> {warm}"
 

@@ -7,14 +7,13 @@ next connection without a handshake and hide a changed key or a stopped sshd.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness import sshd
 from infra.providers import transport
 from infra.providers.errors import TransportError
 from infra.render.ssh import control_argv
@@ -50,10 +49,9 @@ def _exit_master(spec: SshSpec) -> None:
     subprocess.run(control_argv(spec, ctl, "exit"), capture_output=True, timeout=30, check=False)
 
 
-def _accepted(lab: Lab) -> int:
+def _accepted() -> int:
     """How many logins host HOST's sshd has accepted so far."""
-    log = lab.paths.host(HOST).sshd_log
-    return log.read_text().count("Accepted publickey") if log.exists() else 0
+    return len(sshd.logins(HOST))
 
 
 @pytest.fixture
@@ -69,12 +67,12 @@ def fresh(bare_lab: Lab) -> Iterator[Lab]:
 def test_many_clients_one_handshake(fresh: Lab) -> None:
     """Six Docker clients (as six processes would make them) over one master: the
     host's sshd logs one accepted login, and each client reaches host HOST's engine."""
-    before = _accepted(fresh)
+    before = _accepted()
     for _ in range(CLIENTS):
         transport.forget()  # a new process: nothing cached, the master on disk is shared
         client = transport.docker_client(_url(), _spec(fresh))
         assert client.info()["Name"] == c.host_name(HOST), "reached another engine"
-    assert _accepted(fresh) - before == 1, f"{c.host_name(HOST)}: sshd.log"
+    assert _accepted() - before == 1, f"{c.host_name(HOST)}: sshd.log"
 
 
 def test_changed_host_key_is_refused_by_name(fresh: Lab, tmp_path: Path) -> None:
@@ -93,17 +91,8 @@ def test_changed_host_key_is_refused_by_name(fresh: Lab, tmp_path: Path) -> None
 def test_stopped_sshd_is_a_transport_error_naming_the_host(fresh: Lab) -> None:
     """sshd of host HOST stopped: the next client fails naming the host and ssh's line;
     sshd is started again afterwards in the host's namespaces."""
-    paths = fresh.paths.host(HOST)
-    os.kill(int(paths.sshd_pid.read_text().split()[0]), signal.SIGTERM)
-    try:
+    with sshd.stopped(HOST):
         with pytest.raises(TransportError) as e:
             transport.docker_client(_url(), _spec(fresh))
         assert e.value.host == c.host_addr(HOST)
         assert "Connection refused" in e.value.detail, e.value.detail
-    finally:
-        dockerd = paths.pidfile.read_text().split()[0]
-        subprocess.run(
-            ["nsenter", "-t", dockerd, "-m", "-u", "-n", "/usr/sbin/sshd", "-f",
-             str(paths.sshd_config), "-E", str(paths.sshd_log)],
-            check=True, timeout=30,
-        )  # fmt: skip
