@@ -90,14 +90,17 @@ def _roster(props: dict[str, Any]) -> list[RosterEntry]:
     return order_roster(entries, master=props["services"][0])
 
 
-def tasks_moved(props: dict[str, Any]) -> bool:
+def tasks_moved(props: dict[str, Any], follow: bool = False) -> bool:
     """Whether the running training tasks are no longer the ones the state holds:
     Swarm moved one (its host was lost, or drained) and the launched run died
-    with it. Asked at every diff, so a plain `pulumi preview`/`up` sees it without
-    a refresh (which would also read the lost host, and fail there). A leader that
-    cannot be reached is no change only when another manager reports it lost
-    (infra/providers/reach.py, with a warning); else the diff fails naming it. An
-    answer that is an error (the leader's API refused) is no change, as before."""
+    with it. A run that follows its tasks (`follow`) resumes on a moved task by itself,
+    so for it only a roster none of whose tasks still run has moved (every task
+    re-created: hosts rebooted, the services forced). Asked at every diff, so a plain
+    `pulumi preview`/`up` sees it without a refresh (which would also read the lost
+    host, and fail there). A leader that cannot be reached is no change only when
+    another manager reports it lost (infra/providers/reach.py, with a warning); else
+    the diff fails naming it. An answer that is an error (the leader's API refused) is
+    no change, as before."""
     leader = props["leader_endpoint"]
     try:
         api = docker_client(leader, ssh_of(props, leader)).api
@@ -105,7 +108,8 @@ def tasks_moved(props: dict[str, Any]) -> bool:
     except Exception as e:
         settle(props, host_named(props, leader["url"]), leader["url"], e)
         return False
-    return live != {e["task_id"] for e in props.get("entries") or []}
+    recorded = {e["task_id"] for e in props.get("entries") or []}
+    return not live & recorded if follow else live != recorded
 
 
 def addresses_moved(olds: dict[str, Any], news: dict[str, Any]) -> bool:
@@ -122,13 +126,20 @@ def addresses_moved(olds: dict[str, Any], news: dict[str, Any]) -> bool:
 def read_entries(props: dict[str, Any]) -> list[RosterEntry]:
     """What a refresh records: the running tasks. A run that follows its tasks
     (`follow_moves`) keeps the placement it was launched on while as many tasks run
-    as it expects: its supervisor found the moved task itself, and the launch's
-    hostfile and triggers describe the run, not where Swarm put its tasks since (the
-    live hostfile is the run's own, beside the supervisor). Fewer tasks than
-    expected is recorded as it is, and the next `up` re-reads them."""
+    as it expects and one of them is still a task it was launched on: its supervisor
+    found the moved task itself, and the launch's hostfile and triggers describe the
+    run, not where Swarm put its tasks since (the live hostfile is the run's own,
+    beside the supervisor). Fewer tasks than expected, or none of the launched ones
+    left (every task re-created, the run gone with them), is recorded as it is, and
+    the next `up` re-reads them (the gate measures the new placement)."""
     live = _roster(props)
     kept = props.get("entries") or []
-    if props.get("follow_moves") and kept and len(live) == props["expected_tasks"]:
+    launched = {e["task_id"] for e in kept}
+    if (
+        props.get("follow_moves")
+        and len(live) == props["expected_tasks"]
+        and launched & {e["task_id"] for e in live}
+    ):
         return kept
     return live
 
@@ -185,8 +196,8 @@ class TaskRosterProvider(BoundaryProvider):
         if len(olds.get("entries") or []) != news.get("expected_tasks"):
             return DiffResult(changes=True)  # a change already: the leader is not asked
         # A run that follows its tasks (training.recovery.follow_moves) resumed on
-        # the moved one itself: a move is no change to it.
-        moved = not news.get("follow_moves") and tasks_moved(olds)
+        # the moved one itself: a move is no change to it, every task re-created is.
+        moved = tasks_moved(olds, follow=bool(news.get("follow_moves")))
         if moved or addresses_moved(olds, news):
             return DiffResult(changes=True)
         return diff_keys(olds, news, (*keys, "follow_moves"))

@@ -177,6 +177,18 @@ def test_a_run_that_follows_its_tasks_ignores_a_move(monkeypatch: pytest.MonkeyP
     assert roster.TaskRosterProvider().diff("r", olds, dict(olds)).changes is True
 
 
+def test_a_run_that_follows_its_tasks_rereads_when_every_task_is_new(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With follow_moves, every task re-created (none the run was launched on runs) is
+    a change: the run died with its tasks, and the gate must measure the new ones."""
+    _swarm_with_tasks(monkeypatch, {"ds-master": ["m2"], "ds-worker": ["w3", "w4"]})
+    olds = {**PROPS, "expected_tasks": 3, "follow_moves": True, "entries": [
+        {"task_id": t, "node": f"n-{t}"} for t in ("m1", "w1", "w2")
+    ]}  # fmt: skip
+    assert roster.TaskRosterProvider().diff("r", olds, dict(olds)).changes is True
+
+
 def _live(monkeypatch: pytest.MonkeyPatch, ids: list[str]) -> None:
     monkeypatch.setattr(roster, "_roster", lambda _props: [{"task_id": t} for t in ids])
 
@@ -185,6 +197,7 @@ def _live(monkeypatch: pytest.MonkeyPatch, ids: list[str]) -> None:
     ("follow", "live", "recorded"),
     [(True, ["m1", "w1", "w3"], ["m1", "w1", "w2"]),  # moved: the launch's placement kept
      (True, ["m1", "w1"], ["m1", "w1"]),  # one short: what runs, for the next `up`
+     (True, ["m2", "w3", "w4"], ["m2", "w3", "w4"]),  # all re-created: what runs
      (False, ["m1", "w1", "w3"], ["m1", "w1", "w3"])],  # the default: what runs
 )  # fmt: skip
 def test_refresh_of_a_following_run_keeps_its_placement(
