@@ -21,6 +21,7 @@ from infra.components.jupyter import JupyterLab, JupyterLabArgs
 from infra.components.launch import TrainingLaunch, TrainingLaunchArgs
 from infra.components.monitoring import Monitoring, MonitoringArgs
 from infra.components.network import OverlayNetwork, OverlayNetworkArgs
+from infra.components.queue import QueuedJob, QueuedJobArgs
 from infra.components.remote import ssh_links
 from infra.components.scrape import JobScrape, JobScrapeArgs
 from infra.components.secrets import ClusterSecrets, ClusterSecretsArgs
@@ -82,13 +83,17 @@ else:
     secrets = ClusterSecrets(f"{stack}-secrets", ClusterSecretsArgs(secret_values, swarm))
 
 # 4. The GPU-reserving services, then the launch of the training job; a cluster stack
-# has only the idle tasks every job's tasks come after.
+# has only the idle tasks every job's tasks come after; a queued job (it did not fit
+# when submitted: docs/jobs.md) only its entry in the cluster's queue, and no GPU; a
+# released job (its run ended) nothing: only its verdict, exported below.
 launch = None
 services = None
+queued = None
 # pulumi-command's connections to the ssh:// hosts, with their pinned host keys: fails
 # here, naming the hosts, when the known_hosts file has none for one (a cluster stack
 # runs no remote command).
-links = ssh_links(cfg.hosts, cfg.ssh_for) if cfg.kind != "cluster" else {}
+runs = cfg.kind != "cluster" and not cfg.queued and not cfg.released
+links = ssh_links(cfg.hosts, cfg.ssh_for) if runs else {}
 if cfg.kind == "cluster":
     assert isinstance(image, TrainingImage) and isinstance(network, OverlayNetwork)
     assert isinstance(swarm, SwarmCluster) and facts is not None
@@ -100,7 +105,10 @@ if cfg.kind == "cluster":
         ClusterServicesArgs(cfg.active_hosts, cfg.spares, image, network, swarm, facts),
         pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=TRAINING_SERVICES_TYPE)]),
     )
-else:
+elif cfg.queued:
+    assert isinstance(cluster, ClusterRef)
+    queued = QueuedJob(f"{stack}-queue", QueuedJobArgs(cfg, cluster))
+elif runs:
     services = TrainingServices(
         f"{stack}-train",
         TrainingServicesArgs(
@@ -236,3 +244,11 @@ if launch is not None and services is not None:
         )
 if monitoring is not None:
     pulumi.export("prometheusAddress", monitoring.address)
+if cfg.released and cfg.training.released is not None:
+    # The verdict the ended run was released with (`scripts/job queue --run`).
+    pulumi.export("run", cfg.training.released.model_dump(mode="json"))
+if queued is not None:
+    entry = queued.entry
+    pulumi.export(
+        "queue", {"state": entry.state, "position": entry.position, "reason": entry.reason}
+    )

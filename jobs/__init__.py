@@ -4,6 +4,9 @@
     scripts/job list [--refresh]
     scripts/job logs NAME [--node HOST] [--lines N] [--follow]
     scripts/job gpus CLUSTER    # each host: GPUs free now, and which jobs hold the rest
+    scripts/job queue CLUSTER [--run | --watch [--every SECONDS]]
+                                # the waiting jobs; one pass (release ended runs, admit,
+                                # start) now, or every SECONDS until interrupted
     scripts/job stop NAME       # the job's services and launch go; its stack file stays
     scripts/job remove NAME     # stop, then the stack and its stack file go too
 

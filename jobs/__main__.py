@@ -11,7 +11,7 @@ from pulumi import automation as auto
 
 from infra.command import starts_command
 from infra.config import ConfigError
-from jobs import command
+from jobs import command, queuerun, queuewatch
 
 
 def _set(text: str) -> tuple[str, object]:
@@ -22,6 +22,16 @@ def _set(text: str) -> tuple[str, object]:
         return key, json.loads(value)
     except ValueError:
         return key, value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed: seconds above 0")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -61,9 +71,31 @@ def parser() -> argparse.ArgumentParser:
     lg.add_argument("--follow", "-f", action="store_true")
     gp = sub.add_parser("gpus", help="each host of a cluster: GPUs free, and who holds the rest")
     gp.add_argument("cluster")
+    q = sub.add_parser("queue", help="a cluster's waiting jobs: place, state, reason")
+    q.add_argument("cluster")
+    how = q.add_mutually_exclusive_group()
+    how.add_argument("--run", action="store_true",
+                     help="one pass now: release the runs that ended (their GPUs freed, "
+                     "their verdict kept), admit, start what fits from this checkout")  # fmt: skip
+    how.add_argument("--watch", action="store_true",
+                     help="the pass of --run every --every seconds until SIGINT or SIGTERM, "
+                     "printing only what changed")  # fmt: skip
+    every = f"with --watch: seconds between passes (default {queuewatch.EVERY_S:g})"
+    q.add_argument("--every", type=_seconds, metavar="SECONDS", help=every)
     sub.add_parser("stop", help="stop the run, remove its services").add_argument("name")
     sub.add_parser("remove", help="stop, then drop the stack and its file").add_argument("name")
     return p
+
+
+def _watch(cluster: str, every: float) -> int:
+    """`queue CLUSTER --watch`: 0 once a signal ends it between passes; 130 when a second
+    one interrupted a pass."""
+    try:
+        queuewatch.watch(cluster, every)
+    except KeyboardInterrupt:
+        print(f"cluster {cluster}: the watch was interrupted during a pass", file=sys.stderr)
+        return 130
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     # The script's own arguments after `--` (argparse's REMAINDER would also take the
     # flags that follow the code dir).
     cut = argv.index("--") if "--" in argv else len(argv)
-    a = parser().parse_args(argv[:cut])
+    p = parser()
+    a = p.parse_args(argv[:cut])
+    if a.op == "queue" and a.every is not None and not a.watch:
+        p.error(f"--every {a.every:g} without --watch; allowed: --watch --every SECONDS")
     args = argv[cut + 1 :]
     try:
         if a.op == "submit":
@@ -96,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             print(command.GPU_HEADER)
             for gpu_row in command.cluster_gpus(a.cluster):
                 print(gpu_row.line())
+        elif a.op == "queue":
+            if a.watch:
+                return _watch(a.cluster, a.every or queuewatch.EVERY_S)
+            if a.run:
+                queuerun.run_queue(a.cluster)
+            for line in queuerun.queue_table(a.cluster):
+                print(line)
         elif a.op == "logs":
             return command.logs(a.name, a.node, a.rank, a.lines, a.follow)
         elif a.op == "stop":

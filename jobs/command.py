@@ -11,15 +11,13 @@ what the last `up` or refresh read; never from the stack's outputs, which only a
 computes (a refresh leaves them as they were).
 
 What the command prints is jobs/table.py's, the reading of a run record from a state
-jobs/record.py's; their names stay importable from here, as the CLI and the tests use
-them.
+jobs/record.py's, what is read on the master host jobs/master.py's; their names stay
+importable from here, as the CLI and the tests use them.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
-import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infra.components.hostfacts import ssh_target
+from infra.admission import Admission
 from infra.components.swarm import endpoint
 from infra.config import ConfigError, StackConfig, Training, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
@@ -35,11 +33,21 @@ from infra.config import stack_file_yaml as render_stack_file
 from infra.config.jobs import job_config
 from infra.layout import PROJECT, training_service_names
 from infra.providers.fit import SwarmGpus, fit_problems, read_swarm
-from infra.providers.hostops import HostError, ssh_argv
-from infra.render.launch import metrics_path
-from infra.render.runfiles import launcher_log
-from jobs.lock import holder_name, submit_lock
-from jobs.placement import job_hosts
+from infra.providers.hostops import HostError
+from infra.providers.queue import Entry, list_entries
+from jobs.leader import leader_api as leader_api
+from jobs.leader import leader_ssh as leader_ssh
+from jobs.lock import holder_name as holder_name
+from jobs.lock import submit_lock as submit_lock
+from jobs.master import host_path as host_path
+from jobs.master import last_metrics as last_metrics
+from jobs.master import logs_command as logs_command
+from jobs.master import metrics_script as metrics_script
+from jobs.master import on_master as on_master
+from jobs.master import task_address as task_address
+from jobs.placement import queued_hosts
+from jobs.queue import queued_row, record, revision, waiting_words
+from jobs.record import read_record
 from jobs.record import run_record as run_record
 from jobs.table import GPU_HEADER as GPU_HEADER
 from jobs.table import HEADER as HEADER
@@ -47,6 +55,7 @@ from jobs.table import GpuRow as GpuRow
 from jobs.table import JobRow as JobRow
 from jobs.table import gpus as gpus
 from jobs.table import list_lines as list_lines
+from jobs.table import released_row
 from ops.project import ROOT
 
 Printer = Callable[[str], Any]
@@ -122,15 +131,7 @@ def _raw(spec: JobSpec) -> dict[str, Any]:
     return {"kind": "job", "cluster": spec.cluster, "training": spec.training()}
 
 
-def leader_ssh(cfg: StackConfig) -> dict[str, Any] | None:
-    """The cluster leader's SSH settings from the stack files (the key, known_hosts and
-    jump host of its `ssh:` block), for its Docker client; None: not ssh://."""
-    if not cfg.leader.docker_host.startswith("ssh://"):
-        return None
-    return cfg.ssh_for(cfg.leader).props()
-
-
-def _swarm_gpus(cfg: StackConfig) -> SwarmGpus:
+def leader_gpus(cfg: StackConfig) -> SwarmGpus:
     """The GPUs of `cfg`'s cluster as its leader answers now (ConfigError: it does not)."""
     try:
         return read_swarm(endpoint(cfg.leader), leader_ssh(cfg))
@@ -146,17 +147,21 @@ def gpus_free(spec: JobSpec) -> StackConfig:
     return cfg
 
 
-def placed(spec: JobSpec, cluster: StackConfig, swarm: SwarmGpus) -> JobSpec:
-    """`spec` with the hosts it runs on (jobs/placement.py): named, kept or planned from
-    the GPUs free in `swarm`. ConfigError: the cluster cannot hold it, or not now."""
+def placed(
+    spec: JobSpec, cluster: StackConfig, swarm: SwarmGpus, entries: Sequence[Entry] = ()
+) -> tuple[JobSpec, Admission | None]:
+    """`spec` with the hosts it runs on (jobs/placement.py): named, kept, or admitted by
+    a pass over the cluster's queue `entries` and the GPUs free in `swarm`; and the pass
+    (None: none was made). The pass's verdict says whether the job waits. ConfigError:
+    the cluster can never hold it."""
     raw, _, problems = job_config(_raw(spec), spec.name, ROOT)
     if problems:
         raise ConfigError(problems)
     path = stack_file(spec.name)
     old = stack_file_values(path.read_text()).get("training") or {} if path.exists() else {}
     training = Training.model_validate(raw["training"])
-    keys = job_hosts(spec.name, training, cluster, swarm, old)
-    return replace(spec, hosts=keys.get("hosts"), placement=keys.get("placement"))
+    keys, adm = queued_hosts(spec.name, training, cluster, swarm, old, entries, time.time())
+    return replace(spec, hosts=keys.get("hosts"), placement=keys.get("placement")), adm
 
 
 def check_gpus(cfg: StackConfig, swarm: SwarmGpus | None = None) -> None:
@@ -166,7 +171,7 @@ def check_gpus(cfg: StackConfig, swarm: SwarmGpus | None = None) -> None:
     gpus = cfg.training.gpus_per_node
     if gpus and cfg.job_name is not None:
         problems = fit_problems(
-            swarm or _swarm_gpus(cfg),
+            swarm or leader_gpus(cfg),
             cfg.job_name,
             training_service_names(cfg.job_name),
             [h.name for h in cfg.training_hosts],
@@ -179,9 +184,13 @@ def check_gpus(cfg: StackConfig, swarm: SwarmGpus | None = None) -> None:
 def write_job(spec: JobSpec) -> Path:
     """Write the job's stack file after validating it with its cluster's, keeping the
     encryption salt a stack init wrote. Nothing is written when the config is refused."""
-    raw = _raw(spec)
-    parse_job(raw, spec.name, ROOT)
-    path = stack_file(spec.name)
+    return write_values(spec.name, _raw(spec))
+
+
+def write_values(name: str, raw: Mapping[str, Any]) -> Path:
+    """`write_job` for the stack file's values `raw` (kind, cluster, training)."""
+    parse_job(dict(raw), name, ROOT)
+    path = stack_file(name)
     text = render_stack_file({f"{PROJECT}:{k}": v for k, v in raw.items()})
     if path.exists():
         import yaml
@@ -203,26 +212,42 @@ def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Sta
 
 def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = print) -> Any:
     """Write the job's stack file and `pulumi up` it; the engine's lines go to `out`.
-    Returns the stack's outputs. Nothing is written when the config is refused or the
-    GPUs it asks for are held by another job. From the GPU check to the end of `up` it
-    holds the cluster's submit lock (jobs/lock.py), so that two submits cannot both
-    pass the check before either has its services."""
+    Returns the stack's outputs. Under the cluster's submit lock (jobs/lock.py), from
+    the GPU check to the end of `up`, so two submits cannot both pass the check before
+    either has its services: one admission pass over the cluster's queue and this job
+    (jobs/placement.py `queued_hosts`); admitted, its full form; else its queued form
+    (`training.queued`: its entry, no GPU), its place and reason printed and written
+    into the entries. Nothing is written when the config is refused."""
     cluster = cluster_settings(spec.cluster)
-    with submit_lock(
-        endpoint(cluster.leader), holder_name(spec.name), out, ssh=leader_ssh(cluster)
-    ):
-        swarm = _swarm_gpus(cluster)
-        spec = placed(spec, cluster, swarm)
-        check_gpus(parse_job(_raw(spec), spec.name, ROOT), swarm)
+    with cluster_lock(cluster, holder_name(spec.name), out):
+        swarm = leader_gpus(cluster)
+        api = leader_api(cluster)
+        spec, adm = placed(spec, cluster, swarm, list_entries(api))
+        waits = adm is not None and adm.verdict(spec.name).state != "admitted"
+        if waits:
+            spec = replace(spec, extra={**spec.extra, "queued": {"revision": revision(ROOT)}})
+        else:
+            check_gpus(parse_job(_raw(spec), spec.name, ROOT), swarm)
         path = write_job(spec)
         out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
-        stack = workspace_stack(spec.name, env)
         # The outputs `up` read already: reading them again is two more CLI calls.
-        result = stack.up(on_output=out, color="never")
+        result = workspace_stack(spec.name, env).up(on_output=out, color="never")
+        if adm is not None:
+            record(api, adm)
     outputs = {k: v.value for k, v in result.outputs.items()}
+    if adm is not None and waits:
+        v = adm.verdict(spec.name)
+        out(f"job {waiting_words(spec.name, spec.cluster, v.state, v.position, v.reason)}")
+        return outputs
     run = outputs.get("run", {})
     out(f"job {spec.name}: run {run.get('state')} at step {run.get('step')}")
     return outputs
+
+
+def cluster_lock(cfg: StackConfig, holder: str, out: Printer) -> Any:
+    """Cluster `cfg`'s submit lock (jobs/lock.py), taken on its leader for `holder`: what
+    a submit and a pass of the queue hold while they decide and start."""
+    return submit_lock(endpoint(cfg.leader), holder, out, ssh=leader_ssh(cfg))
 
 
 def cluster_settings(cluster: str) -> StackConfig:
@@ -237,7 +262,7 @@ def cluster_gpus(cluster: str) -> list[GpuRow]:
     says are free now and the tasks holding the rest (what a job's submit is checked
     against, infra/providers/fit.py). ConfigError when the leader does not answer."""
     cfg = cluster_settings(cluster)
-    swarm = _swarm_gpus(cfg)
+    swarm = leader_gpus(cfg)
     spares = {h.name for h in cfg.spares}
     return [
         GpuRow(
@@ -256,46 +281,24 @@ def job_names(cluster: str | None = None) -> list[str]:
     return config_job_names(ROOT, cluster)
 
 
-def on_master(cfg: StackConfig, script: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """Run shell `script` on the cluster's master host over SSH, as the preflight
-    reaches it (the cluster's key file and known_hosts); its output goes where `kw`
-    says (the terminal unless captured)."""
-    argv = ssh_argv(ssh_target(cfg, cfg.master))
-    return subprocess.run(argv, input=script, text=True, check=False, **kw)
-
-
-def host_path(cfg: StackConfig, task_path: str) -> str:
-    """A path under the tasks' /data as the hosts see it (training.data_dir)."""
-    return cfg.training.data_dir + task_path.removeprefix("/data")
-
-
-def metrics_script(cfg: StackConfig) -> str:
-    """Shell, on the master host, for the job's newest metrics line (nothing if none)."""
-    return f"tail -n1 {shlex.quote(metrics_path(cfg))} 2>/dev/null"
-
-
-def last_metrics(cfg: StackConfig) -> dict[str, Any]:
-    """The job's newest metrics line (step, loss), read on the master host; {} if none."""
-    proc = on_master(cfg, metrics_script(cfg), capture_output=True)
-    try:
-        return dict(json.loads(proc.stdout.strip() or "{}"))
-    except ValueError:
-        return {}
-
-
 def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> list[JobRow]:
     """Every job with its run's state and reason (its run record as the last `up` or
     refresh read it; with `refresh`, a refresh now), its newest step and loss (read on
-    the hosts now; the record's step where none is logged), and its GPUs. The stack's
+    the hosts now; the record's step where none is logged), and its GPUs; a released
+    job's state, step and reason are its file's verdict, nothing asked. The stack's
     `run` output is not read: only an `up` computes it, so after a refresh it still says
     what the last `up` saw (a run whose budget was spent since read `running`)."""
     rows = []
+    queues: dict[str, Any] = {}
     for name in job_names():
         cfg = job_settings(name)
-        stack = workspace_stack(name, env)
-        if refresh:
-            stack.refresh(color="never")
-        record = run_record(stack.export_stack().deployment)
+        if cfg.queued:  # no run yet: where it stands in its cluster's queue
+            rows.append(queued_row(name, cfg, queues, leader_api))
+            continue
+        if cfg.training.released is not None:  # its run ended: the verdict its file keeps
+            rows.append(released_row(name, cfg, cfg.training.released))
+            continue
+        record = read_record(workspace_stack(name, env), refresh)
         run = record or {}
         metrics = last_metrics(cfg) if record is not None else {}
         rows.append(
@@ -310,32 +313,6 @@ def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> li
             )
         )
     return rows
-
-
-def task_address(
-    rank_map: Sequence[Mapping[str, Any]], node: str | None = None, rank: int | None = None
-) -> str:
-    """The address of the task that runs global rank `rank`, or the task on swarm node
-    `node` (the job's `rankMap` output): what pdsh prefixes that task's lines with."""
-    for entry in rank_map:
-        if entry["node"] == node or (rank is not None and rank in entry["ranks"]):
-            return str(entry["address"])
-    nodes = ", ".join(str(e["node"]) for e in rank_map)
-    ranks = sum(len(e["ranks"]) for e in rank_map)
-    key, value = ("--node", node) if node is not None else ("--rank", rank)
-    raise ConfigError(
-        [f"{key}: {value!r} is not in the job; allowed: nodes {nodes}, ranks 0-{ranks - 1}"]
-    )
-
-
-def logs_command(cfg: StackConfig, address: str | None, lines: int, follow: bool) -> str:
-    """Shell, on the master host, for the job's launcher log: every rank's lines, or
-    one task's (pdsh prefixes each of its lines with the task's address)."""
-    path = host_path(cfg, launcher_log(cfg.training.run_name))
-    tail = f"tail -n {lines} {'-F ' if follow else ''}{shlex.quote(path)}"
-    if address is None:
-        return tail
-    return f"{tail} | grep --line-buffered -F -- {shlex.quote(address + ': ')}"
 
 
 def logs(

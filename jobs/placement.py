@@ -10,19 +10,26 @@ writes into the job's stack file (docs/design/sharing.md, 3.1).
 - Otherwise (a new job, or a planned one stopped) the planner (infra/placement.py)
   picks them from the GPUs the cluster's leader reports free now: `placement:
   planned`. A job that does not fit now is refused, naming the shortfall and who
-  holds the GPUs; there is no queue yet.
+  holds the GPUs (`job_hosts`).
+- Under the queue (`queued_hosts`, what `scripts/job submit` uses): a job that is not
+  running and asks for GPUs is decided by an admission pass over the cluster's queue
+  entries and itself (jobs/queue.py): admitted, its hosts are the pass's (or its named
+  ones); else it waits, and the pass says its state, place and reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from infra.admission import Admission, Waiting
 from infra.config import ConfigError, StackConfig, Training
 from infra.config.rules.placement import host_slots
 from infra.layout import training_service_names
 from infra.placement import Ask, Placement, candidates, plan
 from infra.providers.fit import SwarmGpus, fit_problems
+from infra.providers.queue import Entry
+from jobs.queue import admission
 
 
 def holds_gpus(swarm: SwarmGpus, job: str) -> bool:
@@ -64,3 +71,35 @@ def job_hosts(
         names = [h.name for h in candidates(slots, ask)]
         problems += fit_problems(swarm, job, own, names, ask.gpus_per_node)
     raise ConfigError(problems)
+
+
+def queued_hosts(
+    job: str,
+    training: Training,
+    cluster: StackConfig,
+    swarm: SwarmGpus,
+    old: Mapping[str, Any],
+    entries: Sequence[Entry],
+    now: float,
+) -> tuple[dict[str, Any], Admission | None]:
+    """The `hosts` and `placement` keys as `job_hosts` gives them, for a job the queue
+    decides (module doc), and the pass when one was made: admitted, the keys of its
+    placement; waiting, its named hosts or none (the pass's verdict says why).
+    `entries`: the cluster's queue; `now`: the job's first submit when it has no entry.
+    ConfigError: the cluster can never hold the job."""
+    if holds_gpus(swarm, job) or not training.gpus_per_node:
+        return job_hosts(job, training, cluster, swarm, old), None
+    kept = old.get("hosts") if old.get("placement") != "planned" else None
+    named = list(training.hosts or kept or [])
+    nodes = training.nodes or len(named) or len(cluster.eligible_hosts)
+    ask = Ask(job, nodes, training.gpus_per_node, training.gpu_model, tuple(named))
+    own = next((e for e in entries if e.job == job), None)
+    since = own.since if own is not None else now
+    adm = admission(cluster, swarm, entries, Waiting(ask, training.priority, since))
+    verdict = adm.verdict(job)
+    if verdict.state == "refused":
+        raise ConfigError([f"{verdict.reason}. Nothing was changed"])
+    if verdict.state == "admitted":
+        hosts = list(adm.admitted[job].hosts)
+        return {"hosts": hosts, "placement": "named" if named else "planned"}, adm
+    return ({"hosts": named, "placement": "named"} if named else {}), adm

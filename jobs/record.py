@@ -1,6 +1,8 @@
 """A job's run record as a stack's state holds it: the TrainingRun resource under the
 launch, its outputs as the last `up` or refresh read them (jobs/command.py reads a run's
-state from there, never from the stack's outputs, which only an `up` computes).
+state from there, never from the stack's outputs, which only an `up` computes). `job
+list` and the queue's release of ended runs (jobs/release.py) read it the same way
+(`read_record`).
 """
 
 from __future__ import annotations
@@ -46,3 +48,12 @@ def run_record(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if found is None:
         return None
     return {k: _plain(v) for k, v in (found.get("outputs") or {}).items()}
+
+
+def read_record(stack: Any, refresh: bool = False) -> dict[str, Any] | None:
+    """Job stack `stack`'s run record (an Automation API stack): after a refresh, which
+    reads the run's state now, when `refresh`; else as the last `up` or refresh left it.
+    None as `run_record` says."""
+    if refresh:
+        stack.refresh(color="never")
+    return run_record(stack.export_stack().deployment)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infra.config import StackConfig
+from infra.config import ConfigError, StackConfig
+from infra.config.models.job import Released
 from infra.providers.fit import Holder
 
 
@@ -31,6 +32,17 @@ class JobRow:
         return (
             f"{self.name:<20} {self.cluster:<16} {self.state:<10} {step:>8} {loss:>8}  {self.gpus}"
         )
+
+
+RELEASED_WORDS = "released: its services are gone, its checkpoints and logs stay"
+
+
+def released_row(name: str, cfg: StackConfig, released: Released) -> JobRow:
+    """`job list`'s row of a released job (`training.released`): the verdict its stack
+    file keeps (state, step and reason; no loss), nothing asked of the cluster; its
+    reason says it was released, so a finished run's row says so too."""
+    reason = "; ".join(w for w in (released.reason, RELEASED_WORDS) if w)
+    return JobRow(name, cfg.cluster or "", released.state, released.step, None, gpus(cfg), reason)
 
 
 HEADER = f"{'JOB':<20} {'CLUSTER':<16} {'STATE':<10} {'STEP':>8} {'LOSS':>8}  GPUS"
@@ -76,3 +88,16 @@ def gpus(cfg: StackConfig) -> str:
         return f"{nodes} x {t.ranks_per_node} cpu"
     models = sorted({h.gpus.model for h in cfg.training_hosts if h.gpus.model})
     return f"{nodes} x {t.gpus_per_node} {'/'.join(models) or 'gpu'}"
+
+
+def failure_words(err: BaseException) -> str:
+    """A failure in one line, as the queue's pass says it: a config's problems joined;
+    the engine's (a `pulumi up` that failed: code, stdout and stderr in its text) its
+    stderr's `error:` lines, else its last line; else the error's own text."""
+    if isinstance(err, ConfigError):
+        return "; ".join(err.problems)
+    text = str(err)
+    _, cut, stderr = text.rpartition(" stderr: ")
+    lines = [line.strip() for line in (stderr if cut else text).splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    return "; ".join(errors) if errors else (lines[-1] if lines else type(err).__name__)

@@ -1,8 +1,8 @@
 """Loud when the transport fails: which unreachable host is known lost.
 
 A dynamic provider that cannot reach a host used to pass over it (a preview then said
-"no changes" exactly when drift detection mattered). The rule (docs/design/
-ssh-transport.md, section 4): on a transport error for host H, ask the first manager
+"no changes" exactly when drift detection mattered). The rule (docs/ssh.md,
+"Unknown is never no changes"): on a transport error for host H, ask the first manager
 that answers (the leader first, then every other host's engine) for its nodes. If it
 reports H as anything but `ready` (or has no such node), H is known lost: the caller
 goes on as before (a lost host holds nothing the run can use; the lost-host recovery

@@ -200,12 +200,12 @@ def spec_digest(cfg: TaskSpecSource, *inputs: pulumi.Input[str]) -> pulumi.Outpu
         # code, its fork server, its command and secret_env (the launch's): not part of
         # any task spec (and a stack deployed before a key existed keeps its digest).
         # gpu_model, nodes and hosts only where set: a stack deployed before the keys
-        # keeps its digest. Not how the hosts were chosen, nor the job's priority: no
-        # task spec holds them.
+        # keeps its digest. Not how the hosts were chosen, the job's priority or its
+        # queued or released mark: no task spec holds them.
         "training": cfg.training.model_dump(
             mode="json",
             exclude={"service_labels", "recovery", "code", "fork_server", "command", "secret_env"}
-            | {"placement", "priority"}
+            | {"placement", "priority", "queued", "released"}
             | {k for k in ("gpu_model", "nodes", "hosts") if getattr(cfg.training, k) is None},
         ),
         # The environment carries what tasks see of hosts (RDMA devices) and of

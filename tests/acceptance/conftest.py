@@ -8,12 +8,15 @@ engine check, throwaway stacks that are destroyed and removed afterwards.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from harness import ROOT
 from harness.lab import docker, host_index, lab_cli, lab_status, shared
+from harness.stack import Stack
 from tests.acceptance.report import RESULTS, Row, record
 from tests.engine.conftest import code, engine, lab, make_stack, monitoring_images
 
@@ -78,3 +81,17 @@ def task_container(node: str, task_id: str) -> str:
     )
     assert out.strip(), f"task {task_id}: no container on {node}"
     return out.split()[0]
+
+
+JOB_SCRIPT = str(ROOT / "scripts" / "job")
+"""The job command, as a person runs it."""
+
+
+def job_cli(cluster: Stack, *args: str, timeout: int = 900) -> str:
+    """`scripts/job <args>` with the cluster's backend: its stdout (into the cluster's
+    transcript too); it must exit 0."""
+    proc = subprocess.run([JOB_SCRIPT, *args], env=cluster.env, capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+    cluster.record(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
+    return proc.stdout

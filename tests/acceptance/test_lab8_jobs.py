@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from dss_train import checkpoints as ck
 
-from harness import ROOT
 from harness.configs import lab8_config
 from harness.lab import (
     check_resumed_after_the_stop,
+    client,
     docker,
     host_index,
     logged_steps,
@@ -43,8 +43,10 @@ from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.config.models.job import Recovery
 from infra.layout import job_standby_name, training_service_names
+from infra.providers.queue import entry_name
 from jobs import command
-from tests.acceptance.conftest import SECRET, task_container
+from jobs.queue import QUEUE_HEADER
+from tests.acceptance.conftest import JOB_SCRIPT, SECRET, job_cli, task_container
 from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
@@ -53,7 +55,7 @@ CLUSTER = "test-lab8-cluster"
 JOB = "test-lab8-job"
 CKPT_EVERY = 10
 MARK = "dss-acceptance: job code version 2"
-SCRIPT = str(ROOT / "scripts" / "job")
+SCRIPT = JOB_SCRIPT
 TRAINING_HOSTS = [f"lab-h{i}" for i in range(1, 9)]
 SPARE = "lab-h9"
 """The lab8 config's spare (Pulumi.lab8.yaml)."""
@@ -79,15 +81,6 @@ def cluster(
     finally:
         if command.stack_file(JOB).exists():
             command.remove(JOB, env=s.env, out=s.record)
-
-
-def job_cli(cluster: Stack, *args: str, timeout: int = 900) -> str:
-    """`scripts/job <args>` with the cluster's backend: its stdout; it must exit 0."""
-    proc = subprocess.run([SCRIPT, *args], env=cluster.env, capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
-    cluster.record(proc.stdout, proc.stderr)
-    assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
-    return proc.stdout
 
 
 def submit(cluster: Stack, code: Path) -> str:
@@ -369,17 +362,16 @@ def _ranks_up(prom: str, run: str, ranks: int) -> Callable[[], bool]:
     return lambda: len(query(prom, f'up{{job="dss-train", run="{run}"}} == 1')) == ranks
 
 
-def _refused(cluster: Stack, code: Path, name: str, *flags: str) -> str:
-    """`scripts/job submit` of job `name` that must be refused (exit 2) with nothing
-    written or created: its stderr."""
-    proc = subprocess.run([SCRIPT, "submit", str(code), "--name", name, "--cluster", CLUSTER,
-                           *flags], env=cluster.env, capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
-    cluster.record(proc.stdout, proc.stderr)
-    assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
-    assert not command.stack_file(name).exists(), f"{name}'s stack file written"
+def _queued(cluster: Stack, code: Path, name: str, *flags: str) -> str:
+    """`scripts/job submit` of job `name` that does not fit now: it exits 0 with the job
+    queued (its stack file in the queued form, its entry on the leader) and no service
+    of it created: what it printed."""
+    out = job_cli(cluster, "submit", str(code), "--name", name, "--cluster", CLUSTER, *flags)
+    assert "queued:" in command.stack_file(name).read_text(), f"{name}'s file not queued"
     assert not [n for n in service_versions() if n.startswith(name)], f"{name}'s services"
-    return proc.stderr
+    engine: Any = client(1).api  # docker-py's low-level API is untyped
+    assert engine.configs(filters={"name": entry_name(name)}), f"{name}'s queue entry"
+    return out
 
 
 def _third_beside_the_pair(
@@ -388,9 +380,9 @@ def _third_beside_the_pair(
     """Job `third` (4 x 4) submitted while `pair` fills lab-h1..h4: planned on the free
     lab-h5..h8, its tasks there and its 4 ranks scraped, the pair's services untouched
     and both pair jobs training on beside it; then a fourth job asking for more than
-    is free (5 hosts with 4 GPUs: lab-h5..h8 have 4 each, lab-h1..h4 none) is refused,
-    naming the shortfall and both holders of lab-h1. `third` is removed after. Returns
-    the figure."""
+    is free (5 hosts with 4 GPUs: lab-h5..h8 have 4 each, lab-h1..h4 none) is queued
+    and reserved, naming the free hosts and the jobs holding the rest, then removed.
+    `third` is removed after. Returns the figure."""
     versions = {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))}
     job_cli(cluster, "submit", str(code), "--name", third, "--cluster", CLUSTER,
             "--nodes", "4", "--gpus-per-node", "4", "--steps", "100000")  # fmt: skip
@@ -406,16 +398,22 @@ def _third_beside_the_pair(
         wait_for(f"{name} past step {after}", _past(name, after + 2), 300, 2)
     assert {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))} == versions
     fourth = f"{JOB}-w"
-    err = _refused(cluster, code, fourth, "--nodes", "5", "--gpus-per-node", "4")
-    have = ", ".join(f"{h}: 4 of 8" for h in TRAINING_HOSTS[4:])
-    short = f"job '{fourth}' needs 5 host(s) with 4 GPU(s); the cluster has 4 ({have}) free now"
-    assert short in err, err[-2000:]
-    assert "lab-h1 has 0 of 8 free (held by " in err, err[-2000:]
-    for n in pair:
-        assert f"{training_service_names(n)[0]}, job {n}: 4" in err, err[-2000:]
+    said = _queued(cluster, code, fourth, "--nodes", "5", "--gpus-per-node", "4")
+    engine: Any = client(1).api  # docker-py's low-level API is untyped
+    # The head of the queue: reserved on the 4 hosts free now and a full one, held now
+    # by the pair and the third; it holds no GPU meanwhile.
+    free = ", ".join(TRAINING_HOSTS[4:])
+    head = f"job {fourth} reserved: #1 on {CLUSTER}; needs 5 host(s) with 4 GPU(s); "
+    assert f"{head}4 host(s) free with 4 GPU(s) ({free}); reserved " in said, said[-2000:]
+    assert f"held now by {', '.join(sorted([*pair, third]))}" in said, said[-2000:]
+    rows = job_cli(cluster, "queue", CLUSTER).splitlines()
+    assert rows[0] == QUEUE_HEADER and len(rows) == 2, rows
+    assert rows[1].split()[:2] == ["1", fourth] and " reserved " in rows[1], rows
+    job_cli(cluster, "remove", fourth)
+    assert not engine.configs(filters={"name": entry_name(fourth)}), "entry left"
     job_cli(cluster, "remove", third)
     assert {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))} == versions
-    return f"{third} planned on lab-h5..h8 beside them; 5 x 4 refused (4 hosts free)"
+    return f"{third} planned on lab-h5..h8 beside them; 5 x 4 queued (4 hosts free), reserved"
 
 
 def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
@@ -424,9 +422,9 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
     spare: both train in services of their own, Prometheus scrapes each one's 4 ranks
     under its run, `list` shows both and `gpus` the hosts they fill; a third such job is
     planned on the free lab-h5..h8 and trains beside them, the pair untouched; a fourth
-    asking for more than is free is refused, naming the shortfall and both holders, with
-    nothing written or created; stopping one of the pair leaves the other's services
-    untouched and training, and the cluster a no-op."""
+    asking for more than is free is queued at the head, reserved, naming the hosts free
+    and the holders, holding no GPU and no service; stopping one of the pair leaves the
+    other's services untouched and training, and the cluster a no-op."""
     pair = [f"{JOB}-x", f"{JOB}-y"]
     third = f"{JOB}-z"
     for name in [*pair, third]:

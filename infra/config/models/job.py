@@ -94,10 +94,11 @@ class Recovery(_Model):
     the task (to a spare), restarts it on the tasks that answer, from the newest
     complete checkpoint, with no `pulumi up` (each such restart counts against
     `max_restarts`; the hostfile's change is recorded in the restarts file). The
-    roster keeps the placement the run was launched on, so the next preview is a
-    no-op. Needs launcher `deepspeed` with launch_mode `pdsh`; a lost master still
-    needs `pulumi up` unless `follow_master` is set. Default false: a stack deployed
-    without it keeps its launch (docs/run.md)."""
+    roster keeps the placement the run was launched on while one of its tasks still
+    runs, so the next preview is a no-op (every task re-created is read again).
+    Needs launcher `deepspeed` with launch_mode `pdsh`; a lost master still needs
+    `pulumi up` unless `follow_master` is set. Default false: a stack deployed without
+    it keeps its launch (docs/run.md)."""
     follow_master: bool = False
     """The run follows its master task too (with `follow_moves`, in a single stack with
     a spare): the master may run on its host or on a spare (node label
@@ -137,6 +138,26 @@ class Code(_Model):
     exclude: list[str] = [".git", "__pycache__", "*.pyc", ".ipynb_checkpoints", ".venv"]
     """Names (globs, matched against every path component) left out of the bundle.
     Default `.git`, `__pycache__`, `*.pyc`, `.ipynb_checkpoints`, `.venv`."""
+
+
+class Queued(_Model):
+    """A job waiting in its cluster's queue, as `scripts/job submit` writes it."""
+
+    revision: str = ""
+    """The project's git commit the job was submitted from, recorded in its queue
+    entry. Default empty (not a git checkout)."""
+
+
+class Released(_Model):
+    """A job whose run ended, released from its GPUs: the run's last verdict, as
+    `scripts/job queue CLUSTER --run` read it from the job's run record."""
+
+    state: Literal["finished", "failed"]
+    """How the run ended: `finished` (its last step the target) or `failed`."""
+    step: int | None = None
+    """The run's last logged step. Default none (none was logged)."""
+    reason: str = ""
+    """Why it failed, as its run record says. Default empty (a finished run)."""
 
 
 class Training(_Model):
@@ -196,8 +217,24 @@ class Training(_Model):
     submit` from the GPUs free (planned afresh after a stop), or `named` by the person.
     Default none (`named` when `hosts` is set)."""
     priority: int = Field(default=0, ge=-1000, le=1000)
-    """A job's priority among the cluster's jobs (higher first). Recorded only: no queue
-    reads it yet (docs/design/sharing.md). Default 0."""
+    """A job's priority among the cluster's jobs: waiting jobs are admitted higher first,
+    then by first submit (docs/jobs.md, "Queued jobs"). Default 0."""
+    queued: Queued | None = None
+    """Written by `scripts/job submit` when the job does not fit now (`kind: job`
+    only), with the project revision it was submitted from (`revision`): the job's
+    stack then holds its cluster reference and its queue entry (the Swarm config
+    `dss-queue.<job>`) and no service and no launch, until `scripts/job queue CLUSTER
+    --run` admits it and writes the file without this key (docs/jobs.md, "Queued
+    jobs"). Default none: the job runs."""
+    released: Released | None = None
+    """Written by `scripts/job queue CLUSTER --run` once the job's run has ended
+    (`kind: job` only): the run's verdict, `state` (`finished` or `failed`), `step` and
+    `reason`, as its run record read it. The job's stack then holds its cluster
+    reference only and exports the verdict as its `run` output: its services, standby,
+    launch and scrape are deleted, so their GPUs are free for the queue; its
+    checkpoints and logs stay. `scripts/job submit` writes the file without this key
+    and the job resumes from its newest checkpoint, as a stopped one does (docs/jobs.md,
+    "Released jobs"). Not with `queued`. Default none: the job runs."""
     procs_per_node: int | None = Field(default=None, ge=1, le=64)
     """Ranks per node on CPU (`cpu_only`, or `gpus_per_node` 0). Default 1; on GPUs
     the launcher starts one rank per reserved GPU."""

@@ -162,6 +162,16 @@ class StackConfig(BaseModel):
         return [h for h in self.hosts if h.availability == "active"]
 
     @property
+    def queued(self) -> bool:
+        """A job stack in its queued form: its entry in the cluster's queue, no GPU."""
+        return self.kind == "job" and self.training.queued is not None
+
+    @property
+    def released(self) -> bool:
+        """A job stack in its released form: its run ended, its verdict kept, no GPU."""
+        return self.kind == "job" and self.training.released is not None
+
+    @property
     def eligible_hosts(self) -> list[Host]:
         """The hosts that may carry a training task when all are up: active, not spares."""
         return [h for h in self.active_hosts if not h.spare]

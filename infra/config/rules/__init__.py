@@ -82,6 +82,13 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "training.placement", "error", "Only with training.hosts.", placement.placement_needs_hosts
     ),
+    Rule("training.queued", "error", "Only in a job stack.", placement.queued_only_in_a_job),
+    Rule(
+        "training.released",
+        "error",
+        "Only in a job stack, and not with training.queued.",
+        placement.released_only_in_a_job,
+    ),
     Rule(
         "training.gpu_model",
         "warning",

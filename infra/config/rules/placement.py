@@ -55,15 +55,18 @@ def job_fits_cluster(cfg: StackConfig) -> list[str]:
     return [] if found is None else [found]
 
 
+def _job_only(what: str, kind: str, why: str) -> str:
+    """The refusal of a job's key (`what`: the key and its value) in a stack of `kind`."""
+    return f"{what} in a stack of kind {kind!r}; allowed: only in a job stack ({why})"
+
+
 def named_hosts(cfg: StackConfig) -> list[str]:
     t = cfg.training
     if t.hosts is None:
         return []
     if cfg.kind != "job":
-        return [
-            f"training.hosts: {t.hosts!r} in a stack of kind {cfg.kind!r}; allowed: only in a "
-            "job stack (a single or cluster stack trains on its hosts in `hosts` order)"
-        ]
+        why = "a single or cluster stack trains on its hosts in `hosts` order"
+        return [_job_only(f"training.hosts: {t.hosts!r}", cfg.kind, why)]
     if not t.hosts:
         return ["training.hosts: []; allowed: one or more of the cluster's hosts, or unset"]
     return named_problems(host_slots(cfg), job_ask(cfg))
@@ -77,3 +80,25 @@ def placement_needs_hosts(cfg: StackConfig) -> list[str]:
         f"training.placement: {t.placement!r} without training.hosts; allowed: with "
         "training.hosts, or unset"
     ]
+
+
+def queued_only_in_a_job(cfg: StackConfig) -> list[str]:
+    if cfg.training.queued is None or cfg.kind == "job":
+        return []
+    why = "scripts/job submit writes it for a job that waits for GPUs"
+    return [_job_only("training.queued: set", cfg.kind, why)]
+
+
+def released_only_in_a_job(cfg: StackConfig) -> list[str]:
+    t = cfg.training
+    if t.released is None:
+        return []
+    if cfg.kind != "job":
+        why = "scripts/job queue CLUSTER --run writes it for a job whose run ended"
+        return [_job_only("training.released: set", cfg.kind, why)]
+    if t.queued is not None:
+        return [
+            f"training.released: {t.released.state!r} beside training.queued; allowed: one "
+            "of them (a released run ended, a queued job has not started)"
+        ]
+    return []

@@ -81,6 +81,12 @@ def _variant(stack: str, **sections: Any) -> dict[str, Any]:
     return raw
 
 
+# lab8's monitoring as its variants switch it on (no committed stack does).
+LAB8_MONITORING = {"enabled": True, "storage": "/var/lib/dss-lab/shared/prometheus"}
+# A job planned on two of lab8's hosts past the cluster's first (as `scripts/job
+# submit` writes its training).
+LAB8_JOB = {"nodes": 2, "gpus_per_node": 4, "hosts": ["lab-h5", "lab-h6"], "placement": "planned"}
+
 # Per golden file: the stack file it is made of, and the sections switched on.
 # No committed stack enables monitoring; dev also gets jupyter (only lab8 has it).
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -94,7 +100,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "lab8-monitoring": {
         "stack": "lab8",
-        "monitoring": {"enabled": True, "storage": "/var/lib/dss-lab/shared/prometheus"},
+        "monitoring": LAB8_MONITORING,
     },
     # The launch paths no committed stack takes: one launcher per node (torchrun, and
     # deepspeed without SSH), and images built on every host (no registry).
@@ -136,14 +142,30 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the rank map with each rank's GPU model (`models`: lab-h6 sets none).
     "lab8-job": {
         "stack": "lab8",
-        "monitoring": {"enabled": True, "storage": "/var/lib/dss-lab/shared/prometheus"},
-        "job": {
-            "nodes": 2,
-            "gpus_per_node": 4,
-            "hosts": ["lab-h5", "lab-h6"],
-            "placement": "planned",
-        },
+        "monitoring": LAB8_MONITORING,
+        "job": LAB8_JOB,
         "models": {"lab-h6": ""},
+    },
+    # The same job queued (it did not fit when submitted): its cluster reference and
+    # its queue entry only, no service, launch or scrape.
+    "lab8-job-queued": {
+        "stack": "lab8",
+        "monitoring": LAB8_MONITORING,
+        "job": {"nodes": 2, "gpus_per_node": 4, "queued": {"revision": "0123abcd"}},
+    },
+    # The planned job released (its run ended): its cluster reference only, and its
+    # verdict as the `run` output; no service, standby, launch or scrape.
+    "lab8-job-released": {
+        "stack": "lab8",
+        "monitoring": LAB8_MONITORING,
+        "job": {
+            **LAB8_JOB,
+            "released": {
+                "state": "failed",
+                "step": 40,
+                "reason": "no training process is left; last step 40",
+            },
+        },
     },
 }
 # The keys of a variant that are not stack config sections.

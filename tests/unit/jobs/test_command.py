@@ -17,6 +17,8 @@ from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, STACK_TYPE
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.hostops import HostError
 from jobs import command
+from jobs.table import RELEASED_WORDS
+from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.infra.samples import stack_config
 
 pytestmark = pytest.mark.unit
@@ -107,6 +109,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "project"
     root.mkdir()
     monkeypatch.setattr(command, "ROOT", root)
+    # The queue's entries on no leader: an empty fake (never the stack file's hosts).
+    queue = FakeConfigs()
+    monkeypatch.setattr(command, "leader_api", lambda _cfg: queue)
     raw = {**stack_config("dev"), "kind": "cluster"}
     text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
     (root / "Pulumi.c1.yaml").write_text(text)
@@ -305,11 +310,12 @@ def test_cli_reports_a_refused_job(
     assert "cluster: 'c' has no stack file" in capsys.readouterr().err
 
 
-def test_submit_refuses_a_job_whose_gpus_are_held(
+def test_submit_queues_a_job_whose_gpus_are_held(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another job holding a host's GPUs: submit says so, asking the cluster's leader,
-    and writes no stack file and runs no engine."""
+    """Another job holding a host's GPUs: submit asks the cluster's leader under the
+    lock, writes the job's queued form (no hosts, the revision) and runs its `up`, then
+    writes the verdict into its entry and says its place and reason."""
     held = SwarmGpus(
         capacity={"lab-h1": 2, "lab-h2": 2},
         held={"lab-h1": [Holder("exp0-master", "exp0", 2)]},
@@ -321,11 +327,16 @@ def test_submit_refuses_a_job_whose_gpus_are_held(
         return held
 
     monkeypatch.setattr(command, "read_swarm", read)
+    api = FakeConfigs()
+    monkeypatch.setattr(command, "leader_api", lambda _cfg: api)
 
-    def no_engine(*_a: Any, **_k: Any) -> Any:
-        raise AssertionError("the engine ran for a refused job")
+    class Stack:
+        def up(self, **_k: Any) -> Any:
+            # What the queued form's `up` makes: the job's entry.
+            api.create_config("dss-queue.exp1", b"{}", labels={"dss.queue.since": "1"})
+            return types.SimpleNamespace(outputs={})
 
-    monkeypatch.setattr(command, "workspace_stack", no_engine)
+    monkeypatch.setattr(command, "workspace_stack", lambda _name, _env=None: Stack())
     locked: list[str] = []
 
     @contextlib.contextmanager
@@ -337,9 +348,17 @@ def test_submit_refuses_a_job_whose_gpus_are_held(
             locked.append("released")
 
     monkeypatch.setattr(command, "submit_lock", lock)
-    with pytest.raises(ConfigError, match=r"lab-h1 has 0 of 2 free \(held by exp0-master"):
-        command.submit(spec(project), out=lambda _line: None)
-    assert not (project / "Pulumi.exp1.yaml").exists()
+    lines: list[str] = []
+    command.submit(spec(project), out=lines.append)
+    t = stack_file_values((project / "Pulumi.exp1.yaml").read_text())["training"]
+    assert "queued" in t and "hosts" not in t, "the queued form, no hosts"
+    assert lines[-1] == (
+        "job exp1 reserved: #1 on c1; needs 2 host(s) with 2 GPU(s); 1 host(s) free with "
+        "2 GPU(s) (lab-h2); reserved lab-h1, lab-h2, held now by exp0"
+    )
+    labels = api.labels("dss-queue.exp1")
+    assert (labels["dss.queue.state"], labels["dss.queue.position"]) == ("reserved", "1")
+    assert (labels["dss.queue.hosts"], labels["dss.queue.before"]) == ("lab-h1,lab-h2", "exp0")
     assert asked == [{"url": stack_config("dev")["hosts"][0]["docker_host"]}]
     assert (
         len(locked) == 2 and locked[0].startswith("submit of exp1 by ") and locked[1] == "released"
@@ -565,3 +584,29 @@ def test_cli_submit_passes_named_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["submit", "code", "--name", "j", "--cluster", "c", "--hosts", "lab-h2,lab-h1"]
     assert cli.main(argv) == 0
     assert seen[0].hosts == ["lab-h2", "lab-h1"]
+
+
+def test_list_reads_a_released_job_from_its_file_alone(
+    project: Path, listed: dict[str, Any]
+) -> None:
+    """A released job's row is the verdict its file keeps: state, step and reason, no
+    loss; neither its stack nor its hosts are asked (`listed` has no stack to give)."""
+    released = {"state": "failed", "step": 40, "reason": "no training process is left"}
+    command.write_job(spec(project, extra={"released": released}))
+    listed["metrics"] = None
+    (row,) = command.list_jobs(refresh=True)
+    assert (row.state, row.step, row.loss) == ("failed", 40, None), row
+    assert row.reason == f"no training process is left; {RELEASED_WORDS}"
+
+
+def test_submit_of_a_released_job_writes_its_full_form(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A released job submitted again: its file loses `released` and is planned afresh
+    (its hosts were planned), so its `up` makes the full form and the run resumes."""
+    released = {"state": "finished", "step": 100}
+    command.write_job(spec(project, hosts=["lab-h1", "lab-h2"], placement="planned",
+                           extra={"released": released}))  # fmt: skip
+    free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
+    t = _submitted(project, monkeypatch, free, nodes=1, extra={"launch_mode": "no_ssh"})
+    assert "released" not in t and (t["hosts"], t["placement"]) == (["lab-h1"], "planned")

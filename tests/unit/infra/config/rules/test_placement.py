@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import parse_stack_config
+from infra.config import ConfigError, parse_stack_config
 from tests.unit.infra.config.checks import problems
 from tests.unit.infra.samples import host, small_config
 
@@ -146,3 +146,52 @@ def test_placement_without_hosts_is_refused() -> None:
         "training.placement: 'planned' without training.hosts; allowed: with "
         "training.hosts, or unset"
     ]
+
+
+def test_queued_is_only_a_jobs() -> None:
+    """`training.queued` outside a job stack is refused, naming the kind; in a job it is
+    the queued form, with the revision it was submitted from."""
+    raw = small_config()
+    raw["training"] = {**raw.get("training", {}), "queued": {"revision": "r1"}}
+    assert problems(raw) == [
+        "training.queued: set in a stack of kind 'single'; allowed: only in a job stack "
+        "(scripts/job submit writes it for a job that waits for GPUs)"
+    ]
+    cfg = parse_stack_config(job_raw(queued={"revision": "r1"}))
+    assert cfg.queued and cfg.training.queued is not None
+    assert cfg.training.queued.revision == "r1"
+    assert not parse_stack_config(job_raw()).queued
+
+
+def test_released_outside_a_job_is_refused() -> None:
+    """`training.released` in a single stack is refused, naming the kind."""
+    raw = small_config()
+    raw["training"] = {**raw.get("training", {}), "released": {"state": "finished"}}
+    assert problems(raw) == [
+        "training.released: set in a stack of kind 'single'; allowed: only in a job stack "
+        "(scripts/job queue CLUSTER --run writes it for a job whose run ended)"
+    ]
+
+
+def test_released_beside_queued_is_refused() -> None:
+    """A job cannot both wait and have ended: the two marks together are refused."""
+    raw = job_raw(queued={"revision": "r1"}, released={"state": "failed", "step": 3})
+    assert problems(raw) == [
+        "training.released: 'failed' beside training.queued; allowed: one of them (a "
+        "released run ended, a queued job has not started)"
+    ]
+
+
+def test_released_job_is_the_released_form_with_its_verdict() -> None:
+    """In a job, `released` is the released form, holding the run's verdict."""
+    raw = job_raw(released={"state": "failed", "step": 3, "reason": "boom"})
+    cfg = parse_stack_config(raw)
+    assert cfg.released and not cfg.queued and cfg.training.released is not None
+    assert cfg.training.released.model_dump() == {"state": "failed", "step": 3, "reason": "boom"}
+    assert not parse_stack_config(job_raw()).released
+
+
+def test_released_state_is_finished_or_failed() -> None:
+    """A state the verdict does not end with (`running`) is refused, naming what is allowed."""
+    with pytest.raises(ConfigError, match=r"training\.released\.state.*'finished' or 'failed'"):
+        parse_stack_config(job_raw(released={"state": "running"}))

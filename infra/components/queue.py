@@ -1,0 +1,88 @@
+"""QueuedJob: the queued form of a job stack, a job that waits for its cluster's GPUs.
+
+docs/design/sharing.md, 3.2. When `scripts/job submit` finds no room for the job now
+(infra/admission.py), it writes the job's file with `training.queued` and runs `up`:
+the stack then holds its ClusterRef and this component, whose one child is the job's
+queue entry (infra/providers/queue.py, the Swarm config `dss-queue.<job>` on the
+leader), and no GPU service, no launch and no scrape, so the job holds no GPU while it
+waits (no hold-and-wait). The entry's data is the job's training as submitted (without
+its code dir, a path that differs between checkouts), its code's digest and the project
+revision, so the job that starts is the one submitted. The code itself is not copied
+yet: with no task of the job there is nothing to sync it through until the job is
+admitted (a runner's task does it in the design's C6); its digest is what the start is
+checked against. Admitted (`scripts/job queue CLUSTER --run`, or a submit that fits),
+the file is written without `queued` and `up` makes the full form, deleting the entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from infra.components.clusterref import ClusterRef
+from infra.components.swarm import ssh_prop
+from infra.config import StackConfig, code_dir
+from infra.config.rules.placement import job_ask
+from infra.providers.queue import QueueEntry
+from infra.render.code import bundle
+
+
+@dataclass(frozen=True)
+class QueuedJobArgs:
+    """The job's config (its ask, priority and mark) and its cluster's reference."""
+
+    cfg: StackConfig
+    cluster: ClusterRef
+
+
+def entry_data(cfg: StackConfig) -> dict[str, Any]:
+    """The entry's data: the job's training as submitted (its keys that differ from the
+    defaults, without the code dir and the mark), its code digest (None: the image's
+    code) and the revision it was submitted from."""
+    t = cfg.training
+    digest = bundle(code_dir(t.code.dir), t.code.exclude).digest if t.code.dir else None
+    return {
+        "training": t.model_dump(mode="json", exclude={"code", "queued"}, exclude_defaults=True),
+        "code_digest": digest,
+        "revision": t.queued.revision if t.queued else "",
+    }
+
+
+def entry_ask(cfg: StackConfig) -> dict[str, Any]:
+    """The ask the admission pass plans the job by (infra/placement.py `Ask`)."""
+    ask = job_ask(cfg)
+    return {
+        "nodes": ask.nodes,
+        "gpus_per_node": ask.gpus_per_node,
+        "gpu_model": ask.gpu_model,
+        "hosts": list(ask.hosts),
+    }
+
+
+class QueuedJob(pulumi.ComponentResource):
+    """A waiting job's entry in its cluster's queue (module doc)."""
+
+    entry: QueueEntry
+
+    def __init__(
+        self, name: str, args: QueuedJobArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("deepspeed-swarm:queue:QueuedJob", name, None, opts)
+        cfg = args.cfg
+        assert cfg.job_name is not None and cfg.cluster is not None  # a job stack's
+        self.entry = QueueEntry(
+            f"{name}-entry",
+            {
+                "leader_endpoint": args.cluster.leader_endpoint,
+                "job": cfg.job_name,
+                "cluster": cfg.cluster,
+                "priority": cfg.training.priority,
+                "ask": entry_ask(cfg),
+                "data": entry_data(cfg),
+                **ssh_prop(args.cluster.ssh_hosts),
+            },
+            pulumi.ResourceOptions(parent=self, depends_on=[args.cluster]),
+        )
+        self.register_outputs({"state": self.entry.state, "reason": self.entry.reason})

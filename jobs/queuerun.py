@@ -1,0 +1,134 @@
+"""`scripts/job queue CLUSTER [--run]`: the cluster's queue, and one admission pass by
+hand from the submitter's checkout (docs/design/sharing.md, C4 and C5).
+
+The pass (jobs/queue.py) runs under the cluster's submit lock, as a submit's does: it
+reads the GPUs the leader's tasks hold, first releases the ended runs among their jobs
+(jobs/release.py: each job's run record read after a refresh, an ended one's `up` in
+the released form, which frees its GPUs), then reads every entry, admits what fits (in
+order, whole or not at all, the head's reservation kept), writes each verdict into its
+entry, and starts each admitted job by the `up` its submit would have run: its stack
+file written without `training.queued`, with the pass's hosts, then `pulumi up` of its
+stack in this checkout. The job's file and code dir must be here, at the revision it
+was submitted from (the file records it); else the job is named and left waiting.
+`--watch` makes the pass again and again (jobs/queuewatch.py); no runner service
+starts a job by itself yet (C6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from infra.config import stack_file_values
+from infra.placement import Placement
+from infra.providers.queue import list_entries
+from jobs import command
+from jobs.queue import admission, queue_lines, record, revision, waiting_words
+from jobs.release import release_ended
+
+
+def queue_table(cluster: str) -> list[str]:
+    """What `job queue CLUSTER` prints, read from the entries on its leader."""
+    return queue_lines(list_entries(command.leader_api(command.cluster_settings(cluster))))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one pass did: the jobs it released and started, and each other job's line
+    (its place and reason while it waits; why it could not start from here or be
+    released), keyed by job; `""`: the queue is empty. What it did as it went (each
+    release and start, the engines' lines) went to the printer it was given."""
+
+    released: tuple[str, ...]
+    started: tuple[str, ...]
+    standing: Mapping[str, str]
+
+
+class CannotStart(Exception):
+    """An admitted job that cannot start from this checkout: the line saying why."""
+
+
+def _full_form(job: str, placement: Placement) -> str:
+    """Write job `job`'s stack file in its full form on `placement`; the file's text as
+    it was (to put back when the `up` fails). CannotStart: not from this checkout."""
+    path = command.stack_file(job)
+    where = ", ".join(placement.hosts)
+    if not path.exists():
+        raise CannotStart(f"job {job}: admitted on {where}, but {path.name} is not in this "
+                          "checkout; allowed: run the queue from the checkout it was "
+                          "submitted from")  # fmt: skip
+    text = path.read_text()
+    values = stack_file_values(text)
+    training = dict(values.get("training") or {})
+    mark = training.pop("queued", None) or {}
+    wanted, here = str(mark.get("revision") or ""), revision(path.parent)
+    if wanted and here and wanted != here:
+        raise CannotStart(f"job {job}: admitted on {where}, but submitted from revision "
+                          f"{wanted[:12]} and this checkout is at {here[:12]}; it waits; "
+                          f"allowed: run the queue from a checkout at {wanted[:12]}")  # fmt: skip
+    named = training.get("hosts") and training.get("placement") != "planned"
+    training["hosts"] = list(placement.hosts)
+    training["placement"] = "named" if named else "planned"
+    raw = {"kind": "job", "cluster": values.get("cluster"), "training": training}
+    command.write_values(job, raw)
+    return text
+
+
+def start(
+    job: str, placement: Placement, env: Mapping[str, str] | None, out: command.Printer
+) -> None:
+    """Start admitted job `job`: its full form and `up` (module doc). CannotStart: not
+    from this checkout. A failed `up` puts the queued file back and raises."""
+    old = _full_form(job, placement)
+    out(f"job {job}: admitted on {', '.join(placement.hosts)}; pulumi up")
+    try:
+        result = command.workspace_stack(job, env).up(on_output=out, color="never")
+    except BaseException:
+        command.stack_file(job).write_text(old)
+        out(f"job {job}: its up failed; {command.stack_file(job).name} is queued again")
+        raise
+    run = {k: v.value for k, v in result.outputs.items()}.get("run", {})
+    out(f"job {job}: run {run.get('state')} at step {run.get('step')}")
+
+
+def queue_pass(
+    cluster: str, env: Mapping[str, str] | None = None, out: command.Printer = print
+) -> Pass:
+    """One pass over cluster `cluster`: release its ended runs, admit, start (module
+    doc); what it did as it went through `out`, the rest in the result. ConfigError:
+    the leader does not answer, or the lock is not had; a failed start's error."""
+    cfg = command.cluster_settings(cluster)
+    standing: dict[str, str] = {}
+    started: list[str] = []
+    holder = command.holder_name(f"the queue of {cluster}")
+    with command.cluster_lock(cfg, holder, out):
+        swarm = command.leader_gpus(cfg)
+        released = release_ended(cluster, swarm, env, out)
+        standing.update(released.problems)
+        api = command.leader_api(cfg)
+        # What the released jobs held is free now: read again.
+        adm = admission(cfg, command.leader_gpus(cfg) if released.jobs else swarm,
+                        list_entries(api))  # fmt: skip
+        record(api, adm)
+        for job, placement in adm.admitted.items():
+            try:
+                start(job, placement, env, out)
+                started.append(job)
+            except CannotStart as why:
+                standing[job] = str(why)
+    for v in adm.verdicts:
+        if v.state != "admitted":
+            standing[v.job] = f"job {waiting_words(v.job, cluster, v.state, v.position, v.reason)}"
+    if not adm.verdicts:
+        standing[""] = f"cluster {cluster}: no job waits"
+    return Pass(released.jobs, tuple(started), standing)
+
+
+def run_queue(
+    cluster: str, env: Mapping[str, str] | None = None, out: command.Printer = print
+) -> list[str]:
+    """One pass (`queue_pass`), each job's standing said after it; the jobs started."""
+    done = queue_pass(cluster, env, out)
+    for line in done.standing.values():
+        out(line)
+    return list(done.started)

@@ -1,0 +1,125 @@
+"""`scripts/job queue CLUSTER --watch [--every SECONDS]`: the pass of `--run` (release
+ended runs, admit, start: jobs/queuerun.py) again and again, every SECONDS (default
+10), until SIGINT or SIGTERM (docs/design/sharing.md, C5).
+
+The interim starter while no runner service exists (C6): a person, a CI schedule or a
+systemd unit runs it from the checkout the jobs were submitted from. A signal ends it
+between passes: one that comes while a pass runs lets the pass finish (its lock let go
+as every pass lets it go), one that comes while it waits ends the wait at once; a
+second signal interrupts the pass (KeyboardInterrupt, the lock let go as the pass
+unwinds). A pass that fails (the leader does not answer, an `up` fails) is said with
+the job or host its error names, and the next pass comes as usual.
+
+What it prints is what changed: each release and start as it happens (and the
+engine's lines of their `up`), a job's place or reason when it differs from the last
+pass's, a failure when it is not the last pass's, and that passes work again after
+one failed. A job that waits as it waited is not said again.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+
+from jobs import command, queuerun
+from jobs.table import failure_words
+
+EVERY_S = 10.0
+TICK_S = 0.5
+"""The longest sleep between two looks at the stop flag while the loop waits."""
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@dataclass
+class Stop:
+    """The signal handler: the first signal asks the loop to end (`asked`, the signal's
+    name in `why`); a second interrupts whatever runs (KeyboardInterrupt)."""
+
+    why: str = ""
+
+    @property
+    def asked(self) -> bool:
+        return bool(self.why)
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        if self.asked:
+            raise KeyboardInterrupt
+        self.why = signal.Signals(signum).name
+
+
+@contextmanager
+def handled(stop: Stop) -> Iterator[None]:
+    """SIGINT and SIGTERM go to `stop` while inside; the handlers before are put back."""
+    before = {s: signal.signal(s, stop) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+@dataclass
+class Said:
+    """What the loop printed last: each job's standing line, and the last failure."""
+
+    standing: dict[str, str] = field(default_factory=dict)
+    failure: str = ""
+
+    def news(self, standing: Mapping[str, str]) -> list[str]:
+        """The lines of `standing` that differ from the last pass's (kept for the next)."""
+        lines = [line for job, line in standing.items() if self.standing.get(job) != line]
+        self.standing = dict(standing)
+        return lines
+
+
+def wait(stop: Stop, seconds: float, sleep: Callable[[float], object]) -> None:
+    """Sleep `seconds`, ending early once `stop` is asked."""
+    end = time.monotonic() + seconds
+    while not stop.asked and (left := end - time.monotonic()) > 0:
+        sleep(min(left, TICK_S))
+
+
+def one_pass(cluster: str, said: Said, out: command.Printer) -> None:
+    """One pass, saying what changed (module doc); a failure said, never raised."""
+    try:
+        done = queuerun.queue_pass(cluster, out=out)
+    except Exception as err:  # any failure of one pass: said, and the next pass tries again
+        line = f"cluster {cluster}: the pass failed: {failure_words(err)}"
+        if line != said.failure:
+            out(line)
+        said.failure = line
+        return
+    if said.failure:
+        out(f"cluster {cluster}: the pass works again")
+        said.failure = ""
+    for line in said.news(done.standing):
+        out(line)
+
+
+def say(line: str) -> None:
+    """Print `line` at once: a watch's output goes to a log or a pipe (a systemd unit, a
+    CI job), where print would hold lines until its buffer fills."""
+    print(line, flush=True)
+
+
+def watch(
+    cluster: str,
+    every: float = EVERY_S,
+    out: command.Printer = say,
+    sleep: Callable[[float], object] = time.sleep,
+) -> int:
+    """Make the pass over cluster `cluster` every `every` seconds until a signal (module
+    doc); the number of passes made."""
+    stop, said, passes = Stop(), Said(), 0
+    out(f"cluster {cluster}: a pass every {every:g}s until interrupted (SIGINT or SIGTERM)")
+    with handled(stop):
+        while not stop.asked:
+            one_pass(cluster, said, out)
+            passes += 1
+            wait(stop, every, sleep)
+    out(f"cluster {cluster}: {stop.why}; the watch ends after {passes} pass(es)")
+    return passes

@@ -1,0 +1,125 @@
+"""Release of ended runs: a job whose run has ended gives its GPUs back to the queue
+(docs/design/sharing.md, C5).
+
+A run that ends (finished, or failed: infra/render/verdict.py) keeps its services, and
+so its GPUs, until someone stops it. The admission pass of `scripts/job queue CLUSTER
+--run` (jobs/queuerun.py) therefore first looks at each job of the cluster whose
+services hold GPUs now (as the leader's tasks say), reads its run record after a
+refresh, as `scripts/job list --refresh` does (jobs/record.py `read_record`), and
+releases each ended one: its stack file gains `training.released` with the verdict
+(state, step, reason), and `up` makes the released form (the program's __main__.py):
+the stack holds its cluster reference and exports the verdict as its `run` output;
+its services, standby, launch and scrape are deleted (the launch's delete sends the
+ranks its stop, harmless once the run has ended); its checkpoints and logs stay on the
+data dir. `scripts/job list` then reads the verdict from the file. `scripts/job submit`
+of the same job writes its file without the key: the full form again, resuming from
+its newest checkpoint as a stopped job does.
+
+A released job whose services still hold GPUs (its released `up` failed part way, or
+its file was put back by hand) gets the released form's `up` again, with no refresh:
+its verdict is in its file. A failed refresh or `up` is said, naming the job, and the
+pass goes on: the job keeps its GPUs until a later pass releases it. A queued job holds
+no GPU, and a CPU job none to give back: neither is looked at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi import automation as auto
+
+from infra.config import ConfigError, stack_file_values
+from infra.providers.fit import SwarmGpus
+from jobs import command
+from jobs.placement import holds_gpus
+from jobs.record import read_record
+from jobs.table import failure_words
+
+ENDED = ("finished", "failed")
+"""The run states that are an end (infra/render/verdict.py): `stalled` and `unknown`
+are not, a stalled run's `up` relaunches it."""
+
+
+@dataclass(frozen=True)
+class ReleasePass:
+    """What one release step did: the jobs released, and per job that could not be,
+    the line saying why (its refresh or `up` failed)."""
+
+    jobs: tuple[str, ...] = ()
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+
+def verdict_of(run: Mapping[str, Any]) -> dict[str, Any]:
+    """`training.released` for a run record (`state`, `step`, `reason`): its step a
+    whole number (the state may hold it as a float), or none."""
+    step = run.get("step")
+    return {
+        "state": str(run["state"]),
+        "step": int(step) if isinstance(step, int | float) else None,
+        "reason": str(run.get("reason") or ""),
+    }
+
+
+def released_values(values: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+    """Job stack file values `values` (kind, cluster, training) in the released form:
+    `training.released` the verdict of run record `run`, every other key kept (its
+    hosts too: a planned job is planned afresh by its next submit, as a stopped one)."""
+    training = {**dict(values.get("training") or {}), "released": verdict_of(run)}
+    return {"kind": "job", "cluster": values.get("cluster"), "training": training}
+
+
+def ended_run(job: str, env: Mapping[str, str] | None) -> dict[str, Any] | None:
+    """Job `job`'s run record after a refresh when its run has ended, else None."""
+    run = read_record(command.workspace_stack(job, env), refresh=True) or {}
+    return run if run.get("state") in ENDED else None
+
+
+def release(job: str, env: Mapping[str, str] | None = None, out: command.Printer = print) -> bool:
+    """Release job `job` if its run has ended (module doc): its file in the released
+    form, then its `up`. False: its run has not ended (or it is queued). A released
+    file is kept when the `up` fails (the next pass runs it again), and the error
+    raised."""
+    cfg = command.job_settings(job)
+    if cfg.queued:
+        return False
+    verdict = cfg.training.released
+    if verdict is None:
+        run = ended_run(job, env)
+        if run is None:
+            return False
+        values = stack_file_values(command.stack_file(job).read_text())
+        command.write_values(job, released_values(values, run))
+        said = verdict_of(run)
+        ended = f"job {job}: run {said['state']} at step {said['step']}"
+        out(f"{ended}; released: its services, standby and launch go, its checkpoints "
+            "and logs stay; pulumi up")  # fmt: skip
+    else:
+        out(f"job {job}: released ({verdict.state}), but its services still hold GPUs; "
+            "pulumi up of its released form again")  # fmt: skip
+    command.workspace_stack(job, env).up(on_output=out, color="never")
+    out(f"job {job}: released; its GPUs are free")
+    return True
+
+
+def release_ended(
+    cluster: str,
+    swarm: SwarmGpus,
+    env: Mapping[str, str] | None = None,
+    out: command.Printer = print,
+) -> ReleasePass:
+    """Release every ended run of cluster `cluster`'s jobs whose services hold GPUs in
+    `swarm` (the leader's answer), in name order; one job's failure is said in the
+    result and the others go on."""
+    done: list[str] = []
+    problems: dict[str, str] = {}
+    for job in command.job_names(cluster):
+        if not holds_gpus(swarm, job):
+            continue
+        try:
+            if release(job, env, out):
+                done.append(job)
+        except (ConfigError, auto.CommandError, OSError) as err:
+            problems[job] = f"job {job}: not released: {failure_words(err)}"
+    return ReleasePass(tuple(done), problems)

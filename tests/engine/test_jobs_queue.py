@@ -1,0 +1,260 @@
+"""The cluster's queue (issue 47, C4 and C5), with the real engine on the 2-host dev lab
+(2 hosts x 2 fake GPUs).
+
+In order: job A (2 nodes x 2 GPUs) is submitted and trains; job B (2 x 2) is submitted
+and waits: `submit` says its place and reason (the head, reserved on both hosts, held
+now by A), its stack holds only its cluster reference and its queue entry (no service,
+no launch: it holds no GPU), the entry is the Swarm config `dss-queue.<B>` on the
+leader, `scripts/job list` reads `reserved` with the place and reason under the table
+and `scripts/job queue CLUSTER` shows its row; A stopped (`scripts/job stop`), one pass
+by hand (`scripts/job queue CLUSTER --run`, from this checkout, which submitted it)
+admits B and starts it: its file in the full form planned on both hosts, its entry
+gone, B training, and its next preview a no-op. Then C is submitted behind B and
+`scripts/job queue CLUSTER --watch` runs with no one acting: B ends its steps, the
+watch releases it and starts C (the Swarm-service runner, C6, is not built). Last, a
+job larger than the cluster (3 hosts of 2) is refused by `submit` and, its file
+written by hand, by the engine's preview, naming the job and the shortfall. The tests
+depend on this order (as tests/engine/test_jobs.py).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi import automation as auto
+
+from harness import ROOT
+from harness.configs import dev_config
+from harness.lab import client, logged_steps, service_versions
+from harness.stack import Pulumi, Stack
+from harness.waits import wait_for
+from infra.config import stack_file_values, stack_file_yaml
+from infra.layout import PROJECT, training_service_names
+from infra.providers.queue import entry_name
+from jobs import command
+from jobs.queue import QUEUE_HEADER
+from tests.engine.conftest import MakeStack
+
+pytestmark = pytest.mark.engine
+
+CLUSTER = "test-queue-cluster"
+JOB_A = "test-queue-a"
+JOB_B = "test-queue-b"
+JOB_C = "test-queue-c"
+B_STEPS = 60
+"""B ends by itself (a few minutes on the lab), so the watch releases it for C."""
+SECRET = "wandb-queue-5e2a18"
+QUEUED_TYPES = {
+    "pulumi:pulumi:Stack",
+    "pulumi:providers:pulumi-python",
+    "deepspeed-swarm:clusterref:ClusterRef",
+    "pulumi:pulumi:StackReference",
+    "pulumi:providers:pulumi",  # the default provider the stack reference reads through
+    "pulumi:providers:docker",
+    "deepspeed-swarm:queue:QueuedJob",
+    "pulumi-python:dynamic:Resource",
+}
+"""Every resource type a queued job's state may hold: its cluster reference (a stack
+reference and the leader's docker provider) and its entry; no service, no launch."""
+
+
+@pytest.fixture(scope="module")
+def cluster(lab: dict[str, Any], make_stack: MakeStack) -> Stack:
+    """The dev lab as a cluster stack (no run of its own)."""
+    config = dev_config(steps=100000, checkpoint_every=10)
+    config[f"{PROJECT}:kind"] = "cluster"
+    s = make_stack(CLUSTER, config, {"wandb_api_key": SECRET})
+    s.pulumi("up", "--yes", "--skip-preview")
+    return s
+
+
+def spec(name: str, code: Path, steps: int = 100000) -> command.JobSpec:
+    return command.JobSpec(name=name, cluster=CLUSTER, code_dir=code, steps=steps, nodes=2,
+                           gpus_per_node=2)  # fmt: skip
+
+
+def _cli(cluster: Stack, *args: str, timeout: int = 300) -> str:
+    """`scripts/job <args>` as a person runs it, with the cluster's backend and
+    passphrase; what it printed (into the cluster's transcript too). It must exit 0."""
+    proc = subprocess.run([str(ROOT / "scripts" / "job"), *args], env=cluster.env,
+                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    cluster.record(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
+    return proc.stdout
+
+
+def entries() -> list[str]:
+    """The queue entries on the leader (lab-h1), by name."""
+    api: Any = client(1).api  # docker-py's low-level API is untyped
+    return sorted(c["Spec"]["Name"] for c in api.configs(filters={"name": "dss-queue."}))
+
+
+@pytest.fixture(scope="module")
+def jobs(cluster: Stack, code: Path) -> Iterator[dict[str, list[str]]]:
+    """A submitted and training, B submitted behind it; what each submit said. Both
+    removed afterwards in any case."""
+    said: dict[str, list[str]] = {JOB_A: [], JOB_B: []}
+    try:
+        command.submit(spec(JOB_A, code), env=cluster.env, out=said[JOB_A].append)
+        wait_for("A's first steps", lambda: len(logged_steps(JOB_A)) >= 2, 600, 2)
+        command.submit(spec(JOB_B, code, B_STEPS), env=cluster.env, out=said[JOB_B].append)
+        yield said
+    finally:
+        for name in (JOB_B, JOB_A):
+            if command.stack_file(name).exists():
+                command.remove(name, env=cluster.env, out=said[name].append)
+        cluster.record(*said[JOB_A], *said[JOB_B])
+
+
+def test_a_job_that_does_not_fit_is_queued_with_its_place(jobs: dict[str, list[str]]) -> None:
+    """B's submit says it waits: the head, reserved on both hosts, A holding them."""
+    assert jobs[JOB_B][-1] == (
+        f"job {JOB_B} reserved: #1 on {CLUSTER}; needs 2 host(s) with 2 GPU(s); no host "
+        f"free with 2 GPU(s); reserved lab-h1, lab-h2, held now by {JOB_A}"
+    ), jobs[JOB_B][-5:]
+    training = stack_file_values(command.stack_file(JOB_B).read_text())["training"]
+    assert "queued" in training and "hosts" not in training, training
+
+
+def test_the_queued_stack_holds_only_its_entry(cluster: Stack, jobs: dict[str, Any]) -> None:
+    """B's state: its cluster reference and its entry, no service or launch; the entry
+    is on the leader; no service of B exists."""
+    deployment = command.workspace_stack(JOB_B, cluster.env).export_stack().deployment
+    types = {str(r["type"]) for r in (deployment or {}).get("resources", [])}
+    assert types <= QUEUED_TYPES and "deepspeed-swarm:queue:QueuedJob" in types, types
+    assert entries() == [entry_name(JOB_B)]
+    assert not set(training_service_names(JOB_B)) & set(service_versions())
+
+
+def test_list_and_queue_show_where_it_stands(cluster: Stack, jobs: dict[str, Any]) -> None:
+    """`job list`: B `reserved`, its place and reason under the table; `job queue`: its
+    row, position 1, the reason naming A."""
+    listed = _cli(cluster, "list").splitlines()
+    row = next(line.split() for line in listed if line.startswith(JOB_B + " "))
+    assert row[1:3] == [CLUSTER, "reserved"], listed
+    assert f"{JOB_B} reserved: #1 on {CLUSTER}; needs 2 host(s)" in "\n".join(listed), listed
+    table = _cli(cluster, "queue", CLUSTER).splitlines()
+    assert table[0] == QUEUE_HEADER, table
+    (mine,) = [line.split() for line in table[1:]]
+    assert mine[:2] == ["1", JOB_B] and mine[4:7] == ["2", "x", "2"], table
+    assert mine[7] == "reserved" and f"held now by {JOB_A}" in table[1], table
+
+
+def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
+    cluster: Stack, jobs: dict[str, Any]
+) -> None:
+    """A stopped; `job queue --run` admits B and runs its `up`: its file in the full form
+    planned on both hosts, its entry gone, B training, its next preview a no-op."""
+    _cli(cluster, "stop", JOB_A)
+    said = _cli(cluster, "queue", CLUSTER, "--run", timeout=900)
+    assert f"job {JOB_B}: admitted on lab-h1, lab-h2; pulumi up" in said, said[-3000:]
+    training = stack_file_values(command.stack_file(JOB_B).read_text())["training"]
+    assert "queued" not in training, training
+    assert (training["hosts"], training["placement"]) == (["lab-h1", "lab-h2"], "planned")
+    assert entries() == []
+    wait_for("B's first steps", lambda: len(logged_steps(JOB_B)) >= 2, 600, 2)
+    proc = Pulumi(JOB_B, env=cluster.env).run("preview", "--expect-no-changes")
+    cluster.record(proc.stdout, proc.stderr)
+
+
+def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
+    cluster: Stack, jobs: dict[str, Any], code: Path
+) -> None:
+    """C submitted while B trains waits behind it; `scripts/job queue CLUSTER --watch`
+    runs with no one acting: once B finishes its steps, a pass releases it (its file
+    keeps the verdict, its services go, `job list` still says finished) and starts C,
+    which trains; its entry gone. SIGTERM ends the watch between passes, exit 0."""
+    said: list[str] = []
+    stamps: list[tuple[float, str]] = []
+    watch = subprocess.Popen(
+        [str(ROOT / "scripts" / "job"), "queue", CLUSTER, "--watch", "--every", "5"],
+        env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    reader = threading.Thread(target=_read_lines, args=(watch, stamps), daemon=True)
+    reader.start()
+    try:
+        command.submit(spec(JOB_C, code), env=cluster.env, out=said.append)
+        assert f"job {JOB_C} " in said[-1] and " #1 on " in said[-1], said[-3:]
+        free = wait_for(
+            "B released by the watch",
+            lambda: next(
+                (t for t, ln in stamps if ln == f"job {JOB_B}: released; its GPUs are free"), None
+            ),
+            900,
+        )
+        wait_for("C's first steps", lambda: len(logged_steps(JOB_C)) >= 1, 900, 1)
+        first_step = time.time() - free
+        released = stack_file_values(command.stack_file(JOB_B).read_text())["training"]["released"]
+        assert released["state"] == "finished" and released["step"] == B_STEPS, released
+        assert not set(training_service_names(JOB_B)) & set(service_versions())
+        listed = _cli(cluster, "list").splitlines()
+        row = next(line.split() for line in listed if line.startswith(JOB_B + " "))
+        assert row[2] == "finished", listed
+        assert "queued" not in stack_file_values(command.stack_file(JOB_C).read_text())["training"]
+        assert entries() == []
+        watch.send_signal(signal.SIGTERM)
+        assert watch.wait(120) == 0, [ln for _, ln in stamps][-20:]
+        reader.join(10)
+        assert "the watch ends" in stamps[-1][1], stamps[-3:]
+        print(f"C's first step {first_step:.0f} s after B's GPUs were free")
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait(30)
+        if command.stack_file(JOB_C).exists():
+            command.remove(JOB_C, env=cluster.env, out=said.append)
+        cluster.record(*said, *(ln for _, ln in stamps))
+
+
+def _read_lines(proc: subprocess.Popen[str], into: list[tuple[float, str]]) -> None:
+    """Each line `proc` prints, with the time it came, into `into`."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        into.append((time.time(), line.rstrip("\n")))
+
+
+def test_a_job_larger_than_the_cluster_is_refused_at_preview_by_name(
+    cluster: Stack, code: Path
+) -> None:
+    """A job asking for more hosts than the cluster has (3 of 2): `scripts/job submit`
+    refuses it (exit 2) naming the job and the shortfall, and writes nothing; its stack
+    file written by hand (as a pull request would bring it), the engine's preview
+    refuses it the same way before anything is registered, and no entry or service of
+    it exists."""
+    big = f"{JOB_A}-big"
+    short = (
+        f"training.nodes: job '{big}' needs 3 host(s) with 2 GPU(s); the cluster has 2 "
+        "(lab-h1, lab-h2); allowed: at most 2 node(s)"
+    )
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "job"), "submit", str(code), "--name", big, "--cluster",
+         CLUSTER, "--nodes", "3", "--gpus-per-node", "2"],
+        env=cluster.env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    cluster.record(proc.stdout, proc.stderr)
+    assert proc.returncode == 2 and short in proc.stderr, (proc.stdout, proc.stderr[-2000:])
+    assert not command.stack_file(big).exists()
+    training = {**spec(big, code).training(), "nodes": 3}
+    raw = {"kind": "job", "cluster": CLUSTER, "training": training}
+    command.stack_file(big).write_text(
+        stack_file_yaml({f"{PROJECT}:{k}": v for k, v in raw.items()})
+    )
+    lines: list[str] = []
+    try:
+        stack = command.workspace_stack(big, cluster.env)
+        with pytest.raises(auto.CommandError) as refused:
+            stack.preview(on_output=lines.append, color="never")
+        assert short in str(refused.value), str(refused.value)[-3000:]
+        assert entry_name(big) not in entries()
+        assert not set(training_service_names(big)) & set(service_versions())
+    finally:
+        command.stack_file(big).unlink(missing_ok=True)
+        command.workspace_stack(big, cluster.env).workspace.remove_stack(big)
+        cluster.record(*lines)

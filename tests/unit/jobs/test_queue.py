@@ -1,0 +1,285 @@
+"""jobs.queue and jobs.queuerun: the cluster's queue read from its entries (a fake of
+the leader's configs API), `job queue`'s table, `job list`'s rows of queued jobs, and
+one pass by hand (`job queue CLUSTER --run`) starting what fits."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import ConfigError, stack_file_values
+from infra.providers.fit import Holder, SwarmGpus
+from infra.providers.queue import LABEL, ask_label, list_entries
+from jobs import command, queuerun
+from jobs import queue as jq
+from tests.unit.infra.providers.fakeconfigs import FakeConfigs
+from tests.unit.jobs.test_command import FakeStack, job_state, project, spec
+
+pytestmark = pytest.mark.unit
+__all__ = ["project"]  # the fixture, shared with test_command.py
+
+ASK: dict[str, Any] = {"nodes": 2, "gpus_per_node": 2, "gpu_model": None, "hosts": []}
+
+
+def entry(api: FakeConfigs, job: str, since: float, **labels: str) -> None:
+    """Job `job`'s entry as its queued form's `up` makes it, with `labels` set."""
+    base = {"state": "queued", "priority": "0", "since": f"{since:.3f}", "ask": ask_label(ASK)}
+    api.create_config(
+        f"dss-queue.{job}", b"{}", labels={LABEL + k: v for k, v in {**base, **labels}.items()}
+    )
+
+
+def test_queue_lines_are_in_order_with_place_state_and_reason() -> None:
+    """POS, JOB, PRIO, WAITED, ASK, STATE and the reason (hosts once admitted), in order:
+    priority, then first submit."""
+    api = FakeConfigs()
+    entry(api, "exp-b", 1000.0, state="reserved", position="1",
+          reason="needs 2 host(s) with 2 GPU(s); reserved lab-h1, lab-h2")  # fmt: skip
+    entry(api, "exp-c", 1100.0, position="2", reason="ahead of it: exp-b")
+    entry(api, "exp-d", 1200.0, priority="5", state="admitted", hosts="lab-h3,lab-h4")
+    lines = jq.queue_lines(list_entries(api), now=1000.0 + 3725)
+    assert lines == [
+        "POS JOB                  PRIO  WAITED ASK            STATE     HOSTS OR REASON",
+        "  - exp-d                   5     58m 2 x 2          admitted  lab-h3, lab-h4",
+        "  1 exp-b                   0   1h02m 2 x 2          reserved  needs 2 host(s) with 2 "
+        "GPU(s); reserved lab-h1, lab-h2",
+        "  2 exp-c                   0   1h00m 2 x 2          queued    ahead of it: exp-b",
+    ]
+
+
+def test_a_reserved_entry_is_the_next_passes_reservation() -> None:
+    """The head's hosts and `before` are read back, so the next pass keeps them."""
+    api = FakeConfigs()
+    entry(api, "exp-b", 1.0, state="reserved", hosts="lab-h1,lab-h2", before="exp-a")
+    res = jq.reservation(list_entries(api))
+    assert res is not None and (res.job, res.hosts, res.before) == (
+        "exp-b", ("lab-h1", "lab-h2"), frozenset({"exp-a"}))  # fmt: skip
+
+
+def test_holders_group_a_jobs_tasks() -> None:
+    """A job's tasks on several hosts are one holder; a service of no job is its own."""
+    swarm = SwarmGpus(
+        capacity={"h1": 2, "h2": 2},
+        held={
+            "h1": [Holder("a-master", "a", 2), Holder("x", None, 1)],
+            "h2": [Holder("a-w", "a", 2)],
+        },
+    )
+    got = {(r.job, r.hosts, r.gpus_per_node) for r in jq.holders(swarm)}
+    assert got == {("a", ("h1", "h2"), 2), ("x", ("h1",), 1)}
+
+
+def test_list_shows_a_queued_job_with_its_place_and_reason(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queued job's row says its entry's state; its place and reason go under the table."""
+    command.write_job(spec(project, extra={"queued": {"revision": ""}}))
+    api = FakeConfigs()
+    entry(api, "exp1", 1.0, state="reserved", position="1", reason="needs 2 host(s)")
+    monkeypatch.setattr(command, "leader_api", lambda _cfg: api)
+    rows = command.list_jobs()
+    assert [(r.state, r.reason) for r in rows] == [("reserved", "#1 on c1; needs 2 host(s)")]
+    assert command.list_lines(rows)[-1] == "exp1 reserved: #1 on c1; needs 2 host(s)"
+
+
+def test_list_of_a_queued_job_with_no_entry_says_so(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its entry gone from the leader: the row says which and what to do."""
+    command.write_job(spec(project, extra={"queued": {}}))
+    (row,) = command.list_jobs()
+    assert row.state == "queued" and "no entry dss-queue.exp1 on the leader" in row.reason
+
+
+class Ran:
+    """The engine as `--run` drives it: the stacks it ran `up` on."""
+
+    def __init__(self) -> None:
+        self.ups: list[str] = []
+
+    def stack(self, name: str, _env: Any = None) -> Any:
+        ran = self
+
+        class Stack:
+            def up(self, **_k: Any) -> Any:
+                ran.ups.append(name)
+                run = {"state": "running", "step": None}
+                return types.SimpleNamespace(outputs={"run": types.SimpleNamespace(value=run)})
+
+        return Stack()
+
+
+@pytest.fixture
+def queued(project: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """exp1 queued on c1 (its file and entry), the lock free, the engine faked, and the
+    leader reporting `seen["swarm"]` (all free unless a test sets it)."""
+    command.write_job(spec(project, extra={"queued": {"revision": ""}}))
+    api = FakeConfigs()
+    entry(api, "exp1", 1.0, state="reserved", position="1", hosts="lab-h1,lab-h2", before="exp0")
+    seen: dict[str, Any] = {"api": api, "ran": Ran()}
+    seen["swarm"] = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
+    monkeypatch.setattr(command, "leader_api", lambda _cfg: api)
+    monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: seen["swarm"])
+    monkeypatch.setattr(command, "submit_lock", lambda *_a, **_k: contextlib.nullcontext())
+    monkeypatch.setattr(command, "workspace_stack", seen["ran"].stack)
+    return seen
+
+
+def test_run_starts_an_admitted_job_in_its_full_form(project: Path, queued: dict[str, Any]) -> None:
+    """GPUs free: the pass admits exp1, its file loses `queued` and gains the hosts,
+    planned, and its `up` runs; the entry says admitted."""
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == ["exp1"]
+    t = stack_file_values((project / "Pulumi.exp1.yaml").read_text())["training"]
+    assert "queued" not in t and (t["hosts"], t["placement"]) == (["lab-h1", "lab-h2"], "planned")
+    assert queued["ran"].ups == ["exp1"]
+    assert queued["api"].labels("dss-queue.exp1")[LABEL + "state"] == "admitted"
+    assert "job exp1: admitted on lab-h1, lab-h2; pulumi up" in lines
+
+
+def test_run_leaves_a_job_that_still_does_not_fit(project: Path, queued: dict[str, Any]) -> None:
+    """Its hosts still held: no `up`, the file stays queued, its place is said."""
+    queued["swarm"] = SwarmGpus(
+        capacity={"lab-h1": 2, "lab-h2": 2}, held={"lab-h1": [Holder("exp0-master", "exp0", 2)]}
+    )
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == []
+    assert queued["ran"].ups == []
+    assert "queued" in stack_file_values((project / "Pulumi.exp1.yaml").read_text())["training"]
+    assert lines[-1].startswith("job exp1 reserved: #1 on c1; needs 2 host(s)")
+
+
+def test_run_refuses_to_start_from_another_revision(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Submitted from another revision than this checkout's: named, left waiting."""
+    command.write_job(spec(project, extra={"queued": {"revision": "aaaa"}}))
+    monkeypatch.setattr(queuerun, "revision", lambda _root: "bbbb")
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == []
+    assert queued["ran"].ups == []
+    assert any("submitted from revision aaaa" in line for line in lines)
+
+
+def test_a_failed_up_puts_the_queued_file_back(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full form's `up` fails: the file is the queued form again, the error raised."""
+
+    class Failing:
+        def up(self, **_k: Any) -> Any:
+            raise RuntimeError("the engine failed")
+
+    monkeypatch.setattr(command, "workspace_stack", lambda _name, _env=None: Failing())
+    queued_file = (project / "Pulumi.exp1.yaml").read_text()
+    with pytest.raises(RuntimeError, match="the engine failed"):
+        queuerun.run_queue("c1", out=lambda _l: None)
+    assert (project / "Pulumi.exp1.yaml").read_text() == queued_file
+
+
+def test_run_releases_an_ended_run_and_admits_on_its_gpus(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """exp0 holds the GPUs exp1 waits for and its run has finished: the pass releases
+    exp0 first (its `up` in the released form), reads the GPUs again, and starts exp1."""
+    command.write_job(dataclasses.replace(spec(project), name="exp0"))
+    free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
+    queued["swarm"] = SwarmGpus(
+        capacity={"lab-h1": 2, "lab-h2": 2},
+        held={h: [Holder(f"exp0-{h}", "exp0", 2)] for h in ("lab-h1", "lab-h2")},
+    )
+    finished = {"state": "finished", "reason": "", "step": 100, "restarts": 0}
+
+    class Ended(FakeStack):
+        def up(self, **_k: Any) -> Any:
+            queued["ran"].ups.append("exp0")
+            queued["swarm"] = free  # its services gone
+
+    ended = Ended(job_state(finished))
+    stacks = {"exp0": ended}
+    monkeypatch.setattr(
+        command, "workspace_stack", lambda n, _e=None: stacks.get(n) or queued["ran"].stack(n)
+    )
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == ["exp1"]
+    assert queued["ran"].ups == ["exp0", "exp1"]
+    assert stack_file_values((project / "Pulumi.exp0.yaml").read_text())["training"][
+        "released"
+    ] == {"state": "finished", "step": 100, "reason": ""}
+    assert lines.index("job exp0: released; its GPUs are free") < lines.index(
+        "job exp1: admitted on lab-h1, lab-h2; pulumi up"
+    )
+
+
+def test_run_says_a_job_that_could_not_be_released(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job whose refresh fails: said after the pass, naming it; the pass goes on."""
+    command.write_job(dataclasses.replace(spec(project), name="exp0"))
+    queued["swarm"] = SwarmGpus(
+        capacity={"lab-h1": 2, "lab-h2": 2}, held={"lab-h1": [Holder("exp0-m", "exp0", 2)]}
+    )
+
+    class Unreachable(FakeStack):
+        def refresh(self, **_k: Any) -> None:
+            raise ConfigError(["the cluster's stack is not deployed"])
+
+    stuck = Unreachable(job_state(None))
+    stacks = {"exp0": stuck}
+    monkeypatch.setattr(
+        command, "workspace_stack", lambda n, _e=None: stacks.get(n) or queued["ran"].stack(n)
+    )
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == []
+    assert "job exp0: not released: the cluster's stack is not deployed" in lines
+    assert lines[-1].startswith("job exp1 reserved: #1 on c1")
+
+
+def test_cli_queue_prints_the_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`job queue c1` prints the entries' table; `--run` makes the pass first."""
+    from jobs import __main__ as cli
+
+    calls: list[str] = []
+
+    def table(cluster: str) -> list[str]:
+        calls.append(f"table {cluster}")
+        return ["T"]
+
+    def run(cluster: str) -> list[str]:
+        calls.append(f"run {cluster}")
+        return []
+
+    monkeypatch.setattr(queuerun, "queue_table", table)
+    monkeypatch.setattr(queuerun, "run_queue", run)
+    assert cli.main(["queue", "c1", "--run"]) == 0
+    assert calls == ["run c1", "table c1"] and capsys.readouterr().out == "T\n"
+
+
+def test_cli_queue_watch_runs_the_loop_every_seconds_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`job queue c1 --watch --every 2.5` runs the watch with its seconds; no table."""
+    from jobs import __main__ as cli
+    from jobs import queuewatch
+
+    calls: list[tuple[str, float]] = []
+    monkeypatch.setattr(queuewatch, "watch", lambda c, every: calls.append((c, every)))
+    assert cli.main(["queue", "c1", "--watch", "--every", "2.5"]) == 0
+    assert calls == [("c1", 2.5)] and capsys.readouterr().out == ""
+
+
+def test_cli_queue_every_without_watch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--every` alone: a usage error naming the value and what is allowed."""
+    from jobs import __main__ as cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["queue", "c1", "--every", "5"])
+    assert exit_.value.code == 2
+    assert "--every 5 without --watch; allowed: --watch --every SECONDS" in capsys.readouterr().err

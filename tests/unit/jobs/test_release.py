@@ -1,0 +1,144 @@
+"""jobs.release: the release of ended runs, with the engine's stacks faked (a refresh,
+the state's export, an `up`) and the leader's GPUs given as it would report them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi import automation as auto
+from pulumi.automation._cmd import CommandResult  # the SDK's own result: its error's text
+
+from infra.config import stack_file_values
+from infra.providers.fit import Holder, SwarmGpus
+from jobs import command, release
+from tests.unit.jobs.test_command import (
+    BUDGET_SPENT,
+    FAILED,
+    RUNNING,
+    FakeStack,
+    job_state,
+    project,
+    spec,
+)
+
+pytestmark = pytest.mark.unit
+__all__ = ["project"]  # the fixture, shared with test_command.py
+
+FINISHED = {**RUNNING, "state": "finished", "step": 100.0}
+
+
+def holding(*jobs: str) -> SwarmGpus:
+    """The leader's answer: each of `jobs` holds 2 GPUs on lab-h1 and on lab-h2."""
+    held = {h: [Holder(f"{j}-task", j, 2) for j in jobs] for h in ("lab-h1", "lab-h2")}
+    return SwarmGpus(capacity={"lab-h1": 8, "lab-h2": 8}, held=held)
+
+
+class Stack(FakeStack):
+    """A job stack: refresh and export as `job list` has them, and an `up` that records
+    the job's stack file's `training` as the program would read it (or fails)."""
+
+    def __init__(self, project: Path, job: str, run: dict[str, Any] | None, fail: bool = False):
+        super().__init__(job_state(run))
+        self.path, self.fail = project / f"Pulumi.{job}.yaml", fail
+        self.upped: list[dict[str, Any]] = []
+
+    def up(self, **_kw: Any) -> Any:
+        self.calls.append("up")
+        self.upped.append(stack_file_values(self.path.read_text())["training"])
+        if self.fail:
+            raise auto.CommandError(CommandResult("", "error: lab-h2: no answer\n", 255))
+
+
+@pytest.fixture
+def stacks(project: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Stack]:
+    """Job exp1 written in its full form on c1; the test puts each job's Stack here."""
+    command.write_job(spec(project))
+    seen: dict[str, Stack] = {}
+    monkeypatch.setattr(command, "workspace_stack", lambda name, _env=None: seen[name])
+    return seen
+
+
+def training(project: Path, job: str = "exp1") -> dict[str, Any]:
+    return dict(stack_file_values((project / f"Pulumi.{job}.yaml").read_text())["training"])
+
+
+def test_an_ended_run_is_released_with_its_verdict(project: Path, stacks: dict[str, Stack]) -> None:
+    """A job holding GPUs whose refreshed record says failed: its file gains the verdict
+    (its other keys kept), then its `up` runs on that file."""
+    before = training(project)
+    stacks["exp1"] = stack = Stack(project, "exp1", FAILED)
+    done = release.release_ended("c1", holding("exp1"), out=lambda _l: None)
+    assert done.jobs == ("exp1",) and not done.problems
+    verdict = {"state": "failed", "step": 0, "reason": BUDGET_SPENT}
+    assert training(project) == {**before, "released": verdict}
+    assert stack.calls == ["refresh", "export", "up"]
+    assert stack.upped == [training(project)]
+
+
+def test_a_finished_runs_step_is_a_whole_number(project: Path, stacks: dict[str, Stack]) -> None:
+    """The state's step (a float as the engine may keep it) is written whole."""
+    stacks["exp1"] = Stack(project, "exp1", FINISHED)
+    release.release_ended("c1", holding("exp1"), out=lambda _l: None)
+    assert training(project)["released"] == {"state": "finished", "step": 100, "reason": ""}
+
+
+@pytest.mark.parametrize("state", ["running", "stalled", "unknown"])
+def test_a_run_that_has_not_ended_is_kept(
+    project: Path, stacks: dict[str, Stack], state: str
+) -> None:
+    """Running, stalled (its `up` relaunches it) or unknown: read, nothing written or up."""
+    before = training(project)
+    stacks["exp1"] = stack = Stack(project, "exp1", {**RUNNING, "state": state})
+    assert release.release_ended("c1", holding("exp1"), out=lambda _l: None).jobs == ()
+    assert stack.calls == ["refresh", "export"] and training(project) == before
+
+
+def test_a_job_holding_no_gpus_is_not_asked(project: Path, stacks: dict[str, Stack]) -> None:
+    """Its services hold nothing (stopped, or a CPU job): its stack is not refreshed."""
+    stacks["exp1"] = stack = Stack(project, "exp1", FAILED)
+    assert release.release_ended("c1", holding("other"), out=lambda _l: None).jobs == ()
+    assert stack.calls == []
+
+
+def test_a_queued_job_is_not_asked(project: Path, stacks: dict[str, Stack]) -> None:
+    """A queued job's file (tasks of it left by a failed start): not its run to release."""
+    command.write_job(spec(project, extra={"queued": {"revision": ""}}))
+    stacks["exp1"] = stack = Stack(project, "exp1", FAILED)
+    assert release.release_ended("c1", holding("exp1"), out=lambda _l: None).jobs == ()
+    assert stack.calls == []
+
+
+def test_a_released_job_still_holding_gpus_gets_its_up_again(
+    project: Path, stacks: dict[str, Stack]
+) -> None:
+    """Released before, its services still there: its `up` again, no refresh (the
+    verdict is its file's), and the file as it was."""
+    command.write_job(spec(project, extra={"released": {"state": "finished", "step": 7}}))
+    before = training(project)
+    stacks["exp1"] = stack = Stack(project, "exp1", None)
+    lines: list[str] = []
+    assert release.release_ended("c1", holding("exp1"), out=lines.append).jobs == ("exp1",)
+    assert stack.calls == ["up"] and training(project) == before
+    assert lines[0].startswith("job exp1: released (finished), but its services still hold")
+
+
+def test_a_failed_up_keeps_the_released_file(project: Path, stacks: dict[str, Stack]) -> None:
+    """The released form's `up` fails: the file stays released, so the next pass runs
+    that `up` again; the failure is the job's line, not raised."""
+    stacks["exp1"] = Stack(project, "exp1", FAILED, fail=True)
+    done = release.release_ended("c1", holding("exp1"), out=lambda _l: None)
+    assert done.jobs == ()
+    assert done.problems == {"exp1": "job exp1: not released: error: lab-h2: no answer"}
+    assert training(project)["released"]["state"] == "failed"
+
+
+def test_one_jobs_failure_does_not_stop_the_others(project: Path, stacks: dict[str, Stack]) -> None:
+    """exp1's `up` fails, exp2 (after it in name order) is released all the same."""
+    command.write_job(dataclasses.replace(spec(project), name="exp2"))
+    stacks["exp1"] = Stack(project, "exp1", FAILED, fail=True)
+    stacks["exp2"] = Stack(project, "exp2", FINISHED)
+    done = release.release_ended("c1", holding("exp1", "exp2"), out=lambda _l: None)
+    assert done.jobs == ("exp2",) and list(done.problems) == ["exp1"]

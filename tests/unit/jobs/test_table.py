@@ -1,0 +1,46 @@
+"""jobs.table: a released job's row, and a failure said in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+from pulumi.automation._cmd import CommandResult
+
+from infra.config import ConfigError
+from jobs import command
+from jobs.table import RELEASED_WORDS, failure_words, list_lines, released_row
+from tests.unit.jobs.test_command import project, spec
+
+pytestmark = pytest.mark.unit
+__all__ = ["project"]  # the fixture, shared with test_command.py
+
+
+def test_a_released_finished_run_says_so_under_the_table(project: Path) -> None:
+    """A finished run has no reason of its own; released, its line under the table
+    says so, and its row keeps `finished` and its last step."""
+    command.write_job(spec(project, extra={"released": {"state": "finished", "step": 100}}))
+    cfg = command.job_settings("exp1")
+    assert cfg.training.released is not None
+    row = released_row("exp1", cfg, cfg.training.released)
+    assert row.line().split()[2:4] == ["finished", "100"]
+    assert list_lines([row])[-1] == f"exp1 finished: {RELEASED_WORDS}"
+
+
+def test_failure_words_of_a_config_error_are_its_problems() -> None:
+    err = ConfigError(["the cluster's GPUs could not be read: ssh 10.0.0.1: no answer", "x"])
+    assert failure_words(err) == "the cluster's GPUs could not be read: ssh 10.0.0.1: no answer; x"
+
+
+def test_failure_words_of_a_failed_up_are_its_error_lines() -> None:
+    """The engine's error: its stderr's `error:` lines, not its whole output."""
+    stderr = "warning: slow\nerror: update failed\nerror: lab-h2: no suitable node\n"
+    err = auto.CommandError(CommandResult("Updating (exp1)\n...\n", stderr, 255))
+    assert failure_words(err) == "error: update failed; error: lab-h2: no suitable node"
+
+
+def test_failure_words_of_another_error_is_its_last_line() -> None:
+    assert failure_words(OSError("connect\nssh 10.0.0.1: connection refused")) == (
+        "ssh 10.0.0.1: connection refused"
+    )
