@@ -7,6 +7,8 @@
     scripts/job queue CLUSTER [--run | --watch [--every SECONDS]]
                                 # the waiting jobs; one pass (release ended runs, admit,
                                 # start) now, or every SECONDS until interrupted
+    scripts/job resize NAME --nodes N
+                                # a running job's node count; it resumes from its checkpoint
     scripts/job stop NAME       # the job's services and launch go; its stack file stays
     scripts/job remove NAME     # stop, then the stack and its stack file go too
 

@@ -1,4 +1,4 @@
-"""`scripts/job`: submit, list, follow, stop and remove jobs (jobs/__init__.py)."""
+"""`scripts/job`: submit, list, follow, resize, stop and remove jobs (jobs/__init__.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pulumi import automation as auto
 
 from infra.command import starts_command
 from infra.config import ConfigError
-from jobs import command, queuerun, queuewatch
+from jobs import command, queuerun, queuewatch, resize
 
 
 def _set(text: str) -> tuple[str, object]:
@@ -82,6 +82,10 @@ def parser() -> argparse.ArgumentParser:
                      "printing only what changed")  # fmt: skip
     every = f"with --watch: seconds between passes (default {queuewatch.EVERY_S:g})"
     q.add_argument("--every", type=_seconds, metavar="SECONDS", help=every)
+    rs = sub.add_parser("resize", help="a running job's node count, through its stack (the run "
+                        "resumes at the new world size from its checkpoint)")  # fmt: skip
+    rs.add_argument("name")
+    rs.add_argument("--nodes", type=int, required=True, help="hosts it runs on from now")
     sub.add_parser("stop", help="stop the run, remove its services").add_argument("name")
     sub.add_parser("remove", help="stop, then drop the stack and its file").add_argument("name")
     return p
@@ -140,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(line)
         elif a.op == "logs":
             return command.logs(a.name, a.node, a.rank, a.lines, a.follow)
+        elif a.op == "resize":
+            resize.resize(a.name, a.nodes)
         elif a.op == "stop":
             command.stop(a.name)
         else:

@@ -47,6 +47,7 @@ from jobs.master import on_master as on_master
 from jobs.master import task_address as task_address
 from jobs.placement import queued_hosts
 from jobs.queue import queued_row, record, revision, waiting_words
+from jobs.queuemetrics import publish
 from jobs.record import read_record
 from jobs.record import run_record as run_record
 from jobs.table import GPU_HEADER as GPU_HEADER
@@ -187,9 +188,15 @@ def write_job(spec: JobSpec) -> Path:
     return write_values(spec.name, _raw(spec))
 
 
+def parsed(name: str, raw: Mapping[str, Any]) -> StackConfig:
+    """Job `name`'s stack file values `raw` (kind, cluster, training) validated with its
+    cluster's. ConfigError: why not."""
+    return parse_job(dict(raw), name, ROOT)
+
+
 def write_values(name: str, raw: Mapping[str, Any]) -> Path:
     """`write_job` for the stack file's values `raw` (kind, cluster, training)."""
-    parse_job(dict(raw), name, ROOT)
+    parsed(name, raw)
     path = stack_file(name)
     text = render_stack_file({f"{PROJECT}:{k}": v for k, v in raw.items()})
     if path.exists():
@@ -234,6 +241,7 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
         result = workspace_stack(spec.name, env).up(on_output=out, color="never")
         if adm is not None:
             record(api, adm)
+            publish(cluster, spec.cluster, list_entries(api), out)
     outputs = {k: v.value for k, v in result.outputs.items()}
     if adm is not None and waits:
         v = adm.verdict(spec.name)
@@ -254,7 +262,11 @@ def cluster_settings(cluster: str) -> StackConfig:
     """Cluster stack `cluster`'s config as its jobs read it (a job with no `training`
     of its own: the cluster's hosts, leader and defaults; no secret value is read).
     ConfigError: why not."""
-    return parse_job({"kind": "job", "cluster": cluster}, cluster, ROOT)
+    # No job's ask: the cluster's default GPUs per node (and model) on its default node
+    # count may be more than hosts with different counts can hold at once, which only
+    # a job that asks for it is refused for (infra/config/rules/placement.py).
+    ask = {"gpus_per_node": 0, "gpu_model": None}
+    return parse_job({"kind": "job", "cluster": cluster, "training": ask}, cluster, ROOT)
 
 
 def cluster_gpus(cluster: str) -> list[GpuRow]:
@@ -268,6 +280,7 @@ def cluster_gpus(cluster: str) -> list[GpuRow]:
         GpuRow(
             host=h.name,
             role="spare" if h.name in spares else "",
+            model=h.gpus.model or "-",
             free=swarm.free(h.name, ()) if h.name in swarm.capacity else None,
             total=swarm.capacity.get(h.name),
             held=tuple(swarm.held.get(h.name, [])),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from infra.config import stack_file_values
 from infra.placement import Placement
 from infra.providers.queue import list_entries
-from jobs import command
+from jobs import command, queuemetrics
 from jobs.queue import admission, queue_lines, record, revision, waiting_words
 from jobs.release import release_ended
 
@@ -116,6 +116,7 @@ def queue_pass(
                 started.append(job)
             except CannotStart as why:
                 standing[job] = str(why)
+        queuemetrics.publish(cfg, cluster, list_entries(api), out)
     for v in adm.verdicts:
         if v.state != "admitted":
             standing[v.job] = f"job {waiting_words(v.job, cluster, v.state, v.position, v.reason)}"

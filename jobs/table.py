@@ -66,6 +66,8 @@ class GpuRow:
     host: str
     role: str
     """`spare` for a spare host, else empty."""
+    model: str
+    """The host's GPU model (`hosts[].gpus.model`), `-` where the stack names none."""
     free: int | None
     """None: Swarm does not have the host ready and active (down or drained)."""
     total: int | None
@@ -74,10 +76,10 @@ class GpuRow:
     def line(self) -> str:
         free = "down" if self.free is None else f"{max(self.free, 0)} of {self.total}"
         held = "; ".join(h.words() for h in self.held) or "-"
-        return f"{self.host:<16} {self.role:<6} {free:>8}  {held}"
+        return f"{self.host:<16} {self.role:<6} {self.model:<12} {free:>8}  {held}"
 
 
-GPU_HEADER = f"{'HOST':<16} {'ROLE':<6} {'FREE':>8}  HELD BY"
+GPU_HEADER = f"{'HOST':<16} {'ROLE':<6} {'MODEL':<12} {'FREE':>8}  HELD BY"
 
 
 def gpus(cfg: StackConfig) -> str:

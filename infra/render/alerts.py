@@ -1,7 +1,8 @@
 """Prometheus' alert rules (delivered as a Swarm config beside its configuration,
 infra/render/prometheus.py): a rank stalled, slow or short of GPU memory; a run's
 checkpoint overdue, its automatic restarts and a spent restart budget (the supervisors'
-text files); a target down. Windows are counted in scrape intervals
+text files); a target down; jobs waiting in a cluster's queue that no pass runs (the
+queue's text file, infra/render/queuefile.py). Windows are counted in scrape intervals
 (monitoring.alerts). No Pulumi, no I/O: golden files and `promtool test rules` test
 them (tests/unit/infra/test_prometheus.py).
 """
@@ -12,6 +13,7 @@ from typing import Any
 
 from infra.config import duration_seconds
 from infra.render.promfile import HEADER, TRAIN_JOB, dump, seconds
+from infra.render.queuefile import JOBS_METRIC, NOT_RUN_AFTER_S, PASS_METRIC
 from infra.render.sections import MonitoringSource
 from infra.render.supervisor import BUDGET_METRIC, RESTARTS_METRIC
 
@@ -72,9 +74,9 @@ def slow_expr(window: str, factor: float) -> str:
 
 
 def alert_rules(cfg: MonitoringSource) -> str:
-    """The alert rules file: one group, the ranks' rules, then the runs', then the
-    targets'."""
-    rules = [*_rank_rules(cfg), *_run_rules(cfg), *_target_rules(cfg)]
+    """The alert rules file: one group, the ranks' rules, then the runs', the
+    targets' and the queue's."""
+    rules = [*_rank_rules(cfg), *_run_rules(cfg), *_target_rules(cfg), *_queue_rules()]
     return HEADER + dump({"groups": [{"name": "deepspeed-swarm", "rules": rules}]})
 
 
@@ -218,6 +220,33 @@ def _target_rules(cfg: MonitoringSource) -> list[dict[str, Any]]:
                     f"Prometheus could not scrape it for {window}. A training rank counts "
                     "only while another rank of its run answers (a finished or stopped run "
                     "is not down)."
+                ),
+            },
+        },
+    ]
+
+
+def _queue_rules() -> list[dict[str, Any]]:
+    """Jobs wait in a cluster's queue and no pass over it has run for NOT_RUN_AFTER_S:
+    nothing starts them (no runner service exists: a person, a CI schedule or a systemd
+    unit runs `scripts/job queue CLUSTER --watch`). Every node exporter serves the same
+    shared file: one series per cluster and state after `max`."""
+    return [
+        {
+            "alert": "DssQueueNotRun",
+            "expr": (
+                f"sum by (cluster) (max by (cluster, state) ({JOBS_METRIC})) > 0\n"
+                f"and on (cluster)\n"
+                f"time() - max by (cluster) ({PASS_METRIC}) > {NOT_RUN_AFTER_S}\n"
+            ),
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Jobs wait on cluster {{ $labels.cluster }} and nothing starts them",
+                "description": (
+                    "{{ $value }} job(s) waited in the queue at its last pass, "
+                    f"{NOT_RUN_AFTER_S // 60} min or more ago: no `scripts/job queue "
+                    "{{ $labels.cluster }} --watch` is running. Start one (docs/jobs.md, "
+                    '"Queued jobs").'
                 ),
             },
         },

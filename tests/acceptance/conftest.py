@@ -7,9 +7,11 @@ engine check, throwaway stacks that are destroyed and removed afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +19,9 @@ import pytest
 from harness import ROOT
 from harness.lab import docker, host_index, lab_cli, lab_status, shared
 from harness.stack import Stack
+from jobs import command
 from tests.acceptance.report import RESULTS, Row, record
-from tests.engine.conftest import code, engine, lab, make_stack, monitoring_images
+from tests.engine.conftest import MakeStack, code, engine, lab, make_stack, monitoring_images
 
 __all__ = ["code", "engine", "lab", "make_stack", "monitoring_images"]
 """The engine suite's fixtures, found by pytest by name."""
@@ -95,3 +98,32 @@ def job_cli(cluster: Stack, *args: str, timeout: int = 900) -> str:
     cluster.record(proc.stdout, proc.stderr)
     assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
     return proc.stdout
+
+
+@contextlib.contextmanager
+def job_cluster(
+    make_stack: MakeStack, name: str, config: dict[str, Any], job: str
+) -> Iterator[Stack]:
+    """Cluster stack `name` with `config` (a cluster, no run of its own), up, with job
+    `job`'s checkpoints, logs and run files cleared first; the job removed afterwards
+    in any case (make_stack then destroys the cluster)."""
+    for sub in ("checkpoints", "logs", ".dss"):
+        shutil.rmtree(shared(sub, job), ignore_errors=True)
+    s = make_stack(name, {**config, "deepspeed-swarm:kind": "cluster"}, {"wandb_api_key": SECRET})
+    s.pulumi("up", "--yes", "--skip-preview")
+    try:
+        yield s
+    finally:
+        if command.stack_file(job).exists():
+            command.remove(job, env=s.env, out=s.record)
+
+
+EXAMPLE = ROOT / "examples" / "deepspeed-tutorial"
+"""DeepSpeed's getting-started tutorial in its shape (docs/design/bring-your-script.md)."""
+
+
+def tutorial_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tutorial example, copied as it is into a code dir of its own."""
+    dest = tmp_path_factory.mktemp("tutorial") / "deepspeed-tutorial"
+    shutil.copytree(EXAMPLE, dest)
+    return dest

@@ -46,7 +46,7 @@ from infra.layout import job_standby_name, training_service_names
 from infra.providers.queue import entry_name
 from jobs import command
 from jobs.queue import QUEUE_HEADER
-from tests.acceptance.conftest import JOB_SCRIPT, SECRET, job_cli, task_container
+from tests.acceptance.conftest import JOB_SCRIPT, job_cli, job_cluster, task_container
 from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
@@ -67,20 +67,12 @@ def cluster(
 ) -> Iterator[Stack]:
     """The lab8 config as a cluster stack (no run of its own) with monitoring, up; the
     job removed afterwards in any case (make_stack then destroys the cluster)."""
-    for sub in ("checkpoints", "logs", ".dss"):
-        shutil.rmtree(shared(sub, JOB), ignore_errors=True)
     config = {
         **lab8_config(checkpoint_every=CKPT_EVERY),
-        "deepspeed-swarm:kind": "cluster",
         "deepspeed-swarm:monitoring": {"enabled": True},
     }
-    s = make_stack(CLUSTER, config, {"wandb_api_key": SECRET})
-    s.pulumi("up", "--yes", "--skip-preview")
-    try:
+    with job_cluster(make_stack, CLUSTER, config, JOB) as s:
         yield s
-    finally:
-        if command.stack_file(JOB).exists():
-            command.remove(JOB, env=s.env, out=s.record)
 
 
 def submit(cluster: Stack, code: Path) -> str:

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 
-from harness import ROOT
 from harness.configs import lab8_config
 from harness.lab import (
     host_index,
@@ -41,7 +40,7 @@ from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.layout import training_service_names
 from jobs import command
-from tests.acceptance.conftest import JOB_SCRIPT, SECRET, job_cli
+from tests.acceptance.conftest import EXAMPLE, JOB_SCRIPT, job_cli, job_cluster, tutorial_copy
 from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
@@ -50,7 +49,6 @@ CLUSTER = "test-lab8-script-cluster"
 JOB = "test-lab8-tutorial"
 SAVE_EVERY = 10
 SCRIPT = JOB_SCRIPT
-EXAMPLE = ROOT / "examples" / "deepspeed-tutorial"
 SPARE = "lab-h9"
 """The lab8 config's spare (Pulumi.lab8.yaml)."""
 COMMAND = [
@@ -65,26 +63,15 @@ _RESUMED = re.compile(r"resumed at step (\d+) from ")
 
 @pytest.fixture(scope="module")
 def cluster(lab9: dict[str, Any], make_stack: MakeStack) -> Iterator[Stack]:
-    """The lab8 config as a cluster stack (no run of its own), up; the job removed
-    afterwards in any case (make_stack then destroys the cluster)."""
-    for sub in ("checkpoints", "logs", ".dss"):
-        shutil.rmtree(shared(sub, JOB), ignore_errors=True)
-    config = {**lab8_config(), "deepspeed-swarm:kind": "cluster"}
-    s = make_stack(CLUSTER, config, {"wandb_api_key": SECRET})
-    s.pulumi("up", "--yes", "--skip-preview")
-    try:
+    """The lab8 config as a cluster stack, up; the job removed afterwards in any case."""
+    with job_cluster(make_stack, CLUSTER, lab8_config(), JOB) as s:
         yield s
-    finally:
-        if command.stack_file(JOB).exists():
-            command.remove(JOB, env=s.env, out=s.record)
 
 
 @pytest.fixture(scope="module")
 def code(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example, copied as it is into a code dir of its own."""
-    dest = tmp_path_factory.mktemp("tutorial") / "deepspeed-tutorial"
-    shutil.copytree(EXAMPLE, dest)
-    return dest
+    return tutorial_copy(tmp_path_factory)
 
 
 def steps_since(offset: int) -> list[int]:

@@ -424,8 +424,8 @@ def test_an_undeployed_cluster_change_refuses_the_job(cluster: Stack, job: dict[
 
 
 def test_gpus_names_each_host_and_the_job_holding_it(cluster: Stack, job: dict[str, Any]) -> None:
-    """`scripts/job gpus` on the live cluster asks its leader: each host with none of its
-    2 GPUs free, held by the job's master on lab-h1 and its worker on lab-h2."""
+    """`scripts/job gpus` on the live cluster asks its leader: each host with its model and
+    none of its 2 GPUs free, held by the job's master on lab-h1 and its worker on lab-h2."""
     proc = subprocess.run(
         [str(ROOT / "scripts" / "job"), "gpus", CLUSTER],
         env=cluster.env,
@@ -437,8 +437,8 @@ def test_gpus_names_each_host_and_the_job_holding_it(cluster: Stack, job: dict[s
     master, worker = training_service_names(JOB)
     assert [line.split() for line in proc.stdout.splitlines()] == [
         command.GPU_HEADER.split(),
-        ["lab-h1", "0", "of", "2", f"{master},", "job", f"{JOB}:", "2"],
-        ["lab-h2", "0", "of", "2", f"{worker},", "job", f"{JOB}:", "2"],
+        ["lab-h1", "fake-gpu", "0", "of", "2", f"{master},", "job", f"{JOB}:", "2"],
+        ["lab-h2", "fake-gpu", "0", "of", "2", f"{worker},", "job", f"{JOB}:", "2"],
     ]
 
 

@@ -6,7 +6,8 @@ and waits: `submit` says its place and reason (the head, reserved on both hosts,
 now by A), its stack holds only its cluster reference and its queue entry (no service,
 no launch: it holds no GPU), the entry is the Swarm config `dss-queue.<B>` on the
 leader, `scripts/job list` reads `reserved` with the place and reason under the table
-and `scripts/job queue CLUSTER` shows its row; A stopped (`scripts/job stop`), one pass
+and `scripts/job queue CLUSTER` shows its row, and the queue's metrics file on the
+shared data dir says one job reserved; A stopped (`scripts/job stop`), one pass
 by hand (`scripts/job queue CLUSTER --run`, from this checkout, which submitted it)
 admits B and starts it: its file in the full form planned on both hosts, its entry
 gone, B training, and its next preview a no-op. Then C is submitted behind B and
@@ -28,16 +29,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pulumi import automation as auto
 
 from harness import ROOT
 from harness.configs import dev_config
-from harness.lab import client, logged_steps, service_versions
+from harness.lab import client, logged_steps, service_versions, shared
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.config import stack_file_values, stack_file_yaml
 from infra.layout import PROJECT, training_service_names
 from infra.providers.queue import entry_name
+from infra.render.queuefile import file_name
 from jobs import command
 from jobs.queue import QUEUE_HEADER
 from tests.engine.conftest import MakeStack
@@ -147,6 +150,22 @@ def test_list_and_queue_show_where_it_stands(cluster: Stack, jobs: dict[str, Any
     assert mine[7] == "reserved" and f"held now by {JOB_A}" in table[1], table
 
 
+def test_the_queue_metrics_say_b_waits(jobs: dict[str, Any]) -> None:
+    """B's submit wrote the queue's metrics file on the shared data dir, over SSH on the
+    master host: one job reserved, none queued, B's wait and the head's."""
+    text = shared(".dss", "metrics", file_name(CLUSTER)).read_text()
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    c = ("cluster", CLUSTER)
+    assert got[("dss_queue_jobs", (c, ("state", "reserved")))] == 1.0, text
+    assert got[("dss_queue_jobs", (c, ("state", "queued")))] == 0.0, text
+    wait = got[("dss_queue_wait_seconds", (c, ("job", JOB_B), ("state", "reserved")))]
+    assert wait == got[("dss_queue_head_wait_seconds", (c,))], text
+
+
 def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
     cluster: Stack, jobs: dict[str, Any]
 ) -> None:
@@ -159,6 +178,9 @@ def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
     assert "queued" not in training, training
     assert (training["hosts"], training["placement"]) == (["lab-h1", "lab-h2"], "planned")
     assert entries() == []
+    # The pass wrote the queue it left: empty.
+    text = shared(".dss", "metrics", file_name(CLUSTER)).read_text()
+    assert f'dss_queue_jobs{{cluster="{CLUSTER}",state="reserved"}} 0\n' in text, text
     wait_for("B's first steps", lambda: len(logged_steps(JOB_B)) >= 2, 600, 2)
     proc = Pulumi(JOB_B, env=cluster.env).run("preview", "--expect-no-changes")
     cluster.record(proc.stdout, proc.stderr)

@@ -195,7 +195,9 @@ class Training(_Model):
     ds_config: dict[str, Any] | str = "/opt/dss/ds_config.json"
     """DeepSpeed config: an inline object, or a path inside the image. Default the image's."""
     gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 8
-    """GPUs each node's task reserves and launches ranks on (0 = CPU ranks). Default 8."""
+    """GPUs each node's task reserves and launches ranks on (0 = CPU ranks): at most
+    every training host's count; in a cluster stack its jobs' default, at most the
+    largest count (a job is placed on hosts that have it). Default 8."""
     gpu_model: str | None = None
     """The GPU model every training task needs (a `hosts[].gpus.model`): every training
     host must have it, and Swarm places a task, or moves one to a spare, only onto a

@@ -92,6 +92,20 @@ def gpu_capacity(cfg: StackConfig) -> list[str]:
     if judged_by_placement(cfg):
         return []
     want = cfg.training.gpus_per_node
+    if cfg.kind == "cluster":
+        # A cluster stack runs no training task: its gpus_per_node is its jobs' default,
+        # which a job's placement puts on the hosts that have that many (hosts with
+        # different GPU counts in one cluster, issue 47); refused only where none has.
+        pool = cfg.eligible_hosts or cfg.hosts
+        most = max(h.gpus.count for h in pool)
+        if want <= most:
+            return []
+        where = ", ".join(h.name for h in pool if h.gpus.count == most)
+        return [
+            f"training.gpus_per_node: {want} (the default of the cluster's jobs) is more "
+            f"than any training host declares (the most: {most}, on {where}); allowed: "
+            f"0..{most}"
+        ]
     judged = cfg.training_hosts if cfg.kind == "job" else cfg.hosts
     return [
         f"training.gpus_per_node: {want} is more than host {h.name!r} declares "

@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra.config import parse_stack_config
-from infra.render import prometheus, run
+from infra.render import prometheus, queuefile, run
 from tests.unit.infra.samples import ROOT, stack_config
 
 pytestmark = pytest.mark.unit
@@ -52,7 +52,8 @@ def known_metrics() -> set[str]:
     node = {x for x in NODE_EXPORTER.read_text().splitlines() if x and not x.startswith("#")}
     # The supervisors' text files (infra/render/run.py), which the node exporters serve.
     supervisors = {run.RESTARTS_METRIC, run.BUDGET_METRIC}
-    return rank_metrics() | node | PROMETHEUS_OWN | supervisors
+    # The queue's text file (infra/render/queuefile.py), written by each pass.
+    return rank_metrics() | node | PROMETHEUS_OWN | supervisors | set(queuefile.METRICS)
 
 
 def metric_names(expr: str) -> set[str]:

@@ -264,7 +264,60 @@ def stalled_note(rank: int, last: int) -> dict[str, str]:
     }
 
 
+def queue(metric: str, values: str, host: int, **labels: str) -> dict[str, str]:
+    """A queue metric of cluster `lab` as lab host `host`'s node exporter serves it
+    (every host reads the same shared file)."""
+    text = ",".join(f'{k}="{v}"' for k, v in {"cluster": "lab", **labels}.items())
+    base = f'job="dss-node",instance="10.0.1.{host + 8}:9100",{text}'
+    return {"series": f"{metric}{{{base}}}", "values": values}
+
+
+def waiting(jobs: str, passes: str) -> list[dict[str, str]]:
+    """The queue's series on two hosts: `jobs` reserved, none queued, the pass's time."""
+    return [
+        series
+        for host in (1, 2)
+        for series in (
+            queue("dss_queue_jobs", jobs, host, state="reserved"),
+            queue("dss_queue_jobs", "0x80", host, state="queued"),
+            queue("dss_queue_pass_timestamp_seconds", passes, host),
+        )
+    ]
+
+
+QUEUE_NOT_RUN = {
+    "exp_labels": {"cluster": "lab", "severity": "warning"},
+    "exp_annotations": {
+        "summary": "Jobs wait on cluster lab and nothing starts them",
+        "description": (
+            "1 job(s) waited in the queue at its last pass, 10 min or more ago: no "
+            "`scripts/job queue lab --watch` is running. Start one (docs/jobs.md, "
+            '"Queued jobs").'
+        ),
+    },
+}
+
+
 CASES: dict[str, tuple[str, str, list[dict[str, str]], list[dict[str, Any]]]] = {
+    "queue-not-run-fires-when-no-pass-while-a-job-waits": (
+        "DssQueueNotRun",
+        "15m",
+        # One pass at time 0 left a job reserved; none since.
+        waiting("1x80", "0x80"),
+        [QUEUE_NOT_RUN],
+    ),
+    "queue-not-run-quiet-while-passes-run": (
+        "DssQueueNotRun",
+        "15m",
+        waiting("1x80", "0+15x80"),
+        [],
+    ),
+    "queue-not-run-quiet-when-none-waits": (
+        "DssQueueNotRun",
+        "15m",
+        waiting("0x80", "0x80"),
+        [],
+    ),
     # name: (alert, eval time, input series (15s apart), expected alerts)
     "stalled-fires-for-a-stopped-rank": (
         "DssRankStalled",

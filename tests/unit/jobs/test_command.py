@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import types
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from jobs import command
 from jobs.table import RELEASED_WORDS
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.infra.samples import stack_config
+from tests.unit.jobs.conftest import spec
 
 pytestmark = pytest.mark.unit
 
@@ -100,29 +102,6 @@ def listed(project: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(command, "last_metrics", metrics)
     return seen
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A project dir holding the dev stack's config as cluster stack `c1`, and a code
-    dir `code` beside it."""
-    root = tmp_path / "project"
-    root.mkdir()
-    monkeypatch.setattr(command, "ROOT", root)
-    # The queue's entries on no leader: an empty fake (never the stack file's hosts).
-    queue = FakeConfigs()
-    monkeypatch.setattr(command, "leader_api", lambda _cfg: queue)
-    raw = {**stack_config("dev"), "kind": "cluster"}
-    text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
-    (root / "Pulumi.c1.yaml").write_text(text)
-    (tmp_path / "code").mkdir()
-    (tmp_path / "code" / "train.py").write_text("print('hello')\n")
-    return root
-
-
-def spec(project: Path, **kw: Any) -> command.JobSpec:
-    code = project.parent / "code"
-    return command.JobSpec(name="exp1", cluster="c1", code_dir=code, **kw)
 
 
 def test_training_holds_only_what_the_spec_sets(project: Path) -> None:
@@ -375,8 +354,8 @@ def test_gpus_free_passes_the_config_on(project: Path, monkeypatch: pytest.Monke
 def test_cluster_gpus_names_free_gpus_holders_spares_and_down_hosts(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`job gpus`: each host of the cluster in its file's order, free of total, who holds
-    the rest; a host Swarm does not have ready shows as down."""
+    """`job gpus`: each host of the cluster in its file's order, its GPU model, free of
+    total, who holds the rest; a host Swarm does not have ready shows as down."""
     swarm = SwarmGpus(
         capacity={"lab-h1": 2},
         held={"lab-h1": [Holder("exp0-master", "exp0", 2)]},
@@ -384,8 +363,42 @@ def test_cluster_gpus_names_free_gpus_holders_spares_and_down_hosts(
     monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: swarm)
     rows = command.cluster_gpus("c1")
     assert [(r.host, r.free, r.total) for r in rows] == [("lab-h1", 0, 2), ("lab-h2", None, None)]
-    assert rows[0].line().split() == ["lab-h1", "0", "of", "2", "exp0-master,", "job", "exp0:", "2"]
-    assert rows[1].line().split() == ["lab-h2", "down", "-"]
+    line = ["lab-h1", "fake-gpu", "0", "of", "2", "exp0-master,", "job", "exp0:", "2"]
+    assert rows[0].line().split() == line
+    assert rows[1].line().split() == ["lab-h2", "fake-gpu", "down", "-"]
+
+
+def test_cluster_gpus_names_each_hosts_model(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hosts of two models show each its own; a host whose stack names no model shows `-`."""
+    raw = {**stack_config("dev"), "kind": "cluster"}
+    raw["hosts"] = [
+        {**raw["hosts"][0], "gpus": {"count": 2, "model": "fake-a"}},
+        {**raw["hosts"][1], "gpus": {"count": 4}},
+    ]
+    text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
+    (project / "Pulumi.c1.yaml").write_text(text)
+    swarm = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 4})
+    monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: swarm)
+    rows = command.cluster_gpus("c1")
+    assert [(r.host, r.model, r.line().split()[1]) for r in rows] == [
+        ("lab-h1", "fake-a", "fake-a"),
+        ("lab-h2", "-", "-"),
+    ]
+
+
+def test_a_cluster_of_hosts_with_different_counts_is_read(project: Path) -> None:
+    """A cluster whose default ask (2 GPUs on every host) only one host can hold: its
+    settings are read all the same (only a job asking for it is refused)."""
+    raw = {**stack_config("dev"), "kind": "cluster"}
+    raw["hosts"] = [raw["hosts"][0], {**raw["hosts"][1], "gpus": {"count": 1, "model": "b"}}]
+    text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
+    (project / "Pulumi.c2.yaml").write_text(text)
+    cfg = command.cluster_settings("c2")
+    assert [(h.name, h.gpus.count) for h in cfg.hosts] == [("lab-h1", 2), ("lab-h2", 1)]
+    with pytest.raises(ConfigError, match="job 'exp1' needs 2 host"):
+        command.gpus_free(replace(spec(project, nodes=2, gpus_per_node=2), cluster="c2"))
 
 
 def test_cluster_gpus_marks_spares(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -428,7 +441,7 @@ def test_cli_gpus_prints_a_row_per_host(
     """`scripts/job gpus C` prints the header and one row per host."""
     from jobs import __main__ as cli
 
-    row = command.GpuRow("lab-h1", "", 1, 2, (Holder("exp0-master", "exp0", 1),))
+    row = command.GpuRow("lab-h1", "", "fake-a", 1, 2, (Holder("exp0-master", "exp0", 1),))
     monkeypatch.setattr(command, "cluster_gpus", lambda cluster: [row] if cluster == "c" else [])
     assert cli.main(["gpus", "c"]) == 0
     assert capsys.readouterr().out.splitlines() == [command.GPU_HEADER, row.line()]

@@ -18,10 +18,10 @@ from infra.providers.queue import LABEL, ask_label, list_entries
 from jobs import command, queuerun
 from jobs import queue as jq
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
-from tests.unit.jobs.test_command import FakeStack, job_state, project, spec
+from tests.unit.jobs.conftest import spec
+from tests.unit.jobs.test_command import FakeStack, job_state
 
 pytestmark = pytest.mark.unit
-__all__ = ["project"]  # the fixture, shared with test_command.py
 
 ASK: dict[str, Any] = {"nodes": 2, "gpus_per_node": 2, "gpu_model": None, "hosts": []}
 

@@ -15,11 +15,10 @@ import pytest
 from infra.config import ConfigError
 from jobs import command, queuerun, queuewatch
 from jobs.queuerun import Pass
-from tests.unit.jobs.test_command import project
 from tests.unit.jobs.test_queue import queued
 
 pytestmark = pytest.mark.unit
-__all__ = ["project", "queued"]  # the fixtures, shared with test_queue.py
+__all__ = ["queued"]  # the fixture, shared with test_queue.py
 
 WAITS = "job exp1 queued: #2 on c1; ahead of it: exp0"
 

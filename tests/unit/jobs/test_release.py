@@ -14,18 +14,16 @@ from pulumi.automation._cmd import CommandResult  # the SDK's own result: its er
 from infra.config import stack_file_values
 from infra.providers.fit import Holder, SwarmGpus
 from jobs import command, release
+from tests.unit.jobs.conftest import spec
 from tests.unit.jobs.test_command import (
     BUDGET_SPENT,
     FAILED,
     RUNNING,
     FakeStack,
     job_state,
-    project,
-    spec,
 )
 
 pytestmark = pytest.mark.unit
-__all__ = ["project"]  # the fixture, shared with test_command.py
 
 FINISHED = {**RUNNING, "state": "finished", "step": 100.0}
 

@@ -11,10 +11,9 @@ from pulumi.automation._cmd import CommandResult
 from infra.config import ConfigError
 from jobs import command
 from jobs.table import RELEASED_WORDS, failure_words, list_lines, released_row
-from tests.unit.jobs.test_command import project, spec
+from tests.unit.jobs.conftest import spec
 
 pytestmark = pytest.mark.unit
-__all__ = ["project"]  # the fixture, shared with test_command.py
 
 
 def test_a_released_finished_run_says_so_under_the_table(project: Path) -> None:

@@ -65,6 +65,31 @@ def test_single_stack_still_judges_every_host() -> None:
     ]
 
 
+def cluster_raw(gpus_per_node: int) -> dict[str, Any]:
+    """A cluster stack of gpu-01, gpu-02 (8 GPUs) and gpu-03 (4), its jobs' default
+    `gpus_per_node`."""
+    raw = small_config()
+    raw["hosts"][2]["gpus"]["count"] = 4
+    raw["kind"] = "cluster"
+    raw["training"]["gpus_per_node"] = gpus_per_node
+    return raw
+
+
+def test_cluster_of_hosts_with_different_counts_is_accepted() -> None:
+    """A cluster stack runs no task: its default of 8 GPUs per node stands though a host
+    has 4 (its jobs are placed where 8 are)."""
+    cfg = parse_stack_config(cluster_raw(8))
+    assert [h.gpus.count for h in cfg.hosts] == [8, 8, 4] and cfg.training.gpus_per_node == 8
+
+
+def test_cluster_default_no_host_has_is_refused() -> None:
+    """A default no training host can hold is refused, naming the most there is."""
+    assert problems(cluster_raw(16)) == [
+        "training.gpus_per_node: 16 (the default of the cluster's jobs) is more than any "
+        "training host declares (the most: 8, on gpu-01, gpu-02); allowed: 0..8"
+    ]
+
+
 def test_named_hosts_are_accepted() -> None:
     """A job naming candidate hosts with placement and priority is valid."""
     cfg = parse_stack_config(job_raw(hosts=["gpu-02", "gpu-03"], placement="planned", priority=5))

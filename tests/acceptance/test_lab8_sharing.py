@@ -1,0 +1,150 @@
+"""Hosts with different GPUs in one cluster (issue 47, item 3): the 9-host lab with
+two fake models and two counts (lab-h1..h4 8 x `fake-a`, lab-h5..h8 4 x `fake-b`, the
+spare lab-h9 8 x `fake-a`), the lab8 config with each host's own `gpus`, as a cluster
+stack. A job asking for `fake-b` lands only on `fake-b` hosts, though `fake-a` hosts
+have more GPUs free; what no host of a model can ever hold is refused before anything
+is written, naming the job, the shortfall and what the cluster has. Each test records a
+row of the table `scripts/acceptance` prints (tests/acceptance/report.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.configs import HOSTS as HOSTS_KEY
+from harness.configs import lab8_config
+from harness.lab import lab_cli, lab_status, tasks_of
+from harness.stack import Pulumi, Stack
+from harness.waits import wait_for
+from infra.layout import training_service_names
+from jobs import command
+from tests.acceptance.conftest import HOSTS, JOB_SCRIPT, job_cli, job_cluster, tutorial_copy
+from tests.acceptance.test_lab8_script import COMMAND, steps_of
+from tests.engine.conftest import MakeStack
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
+
+CLUSTER = "test-lab8-sharing-cluster"
+JOB = "test-lab8-model-b"
+MODELS = ("fake-a",) * 4 + ("fake-b",) * 4 + ("fake-a",)
+COUNTS = (8,) * 4 + (4,) * 4 + (8,)
+"""Per host lab-h1..h9, as `lab up --gpu-models` and `--gpus` take them."""
+B_HOSTS = [f"lab-h{i}" for i in range(1, HOSTS + 1) if MODELS[i - 1] == "fake-b"]
+
+
+@pytest.fixture(scope="module")
+def mixed_lab() -> Iterator[dict[str, Any]]:
+    """The 9-host lab with two fake GPU models and two counts (no swarm yet)."""
+    lab_cli("down", check=False)
+    try:
+        lab_cli("up", "--hosts", str(HOSTS), "--gpus", ",".join(map(str, COUNTS)),
+                "--gpu-models", ",".join(MODELS))  # fmt: skip
+        yield lab_status()
+    finally:
+        lab_cli("down", check=False)
+
+
+@pytest.fixture(scope="module")
+def cluster(mixed_lab: dict[str, Any], make_stack: MakeStack) -> Iterator[Stack]:
+    """The lab8 config with each host's own count and model, as a cluster stack, up; the
+    job removed afterwards in any case."""
+    config = lab8_config()
+    hosts = config[HOSTS_KEY]
+    assert len(hosts) == HOSTS, hosts
+    config[HOSTS_KEY] = [
+        {**h, "gpus": {"count": n, "model": m}}
+        for h, n, m in zip(hosts, COUNTS, MODELS, strict=True)
+    ]
+    with job_cluster(make_stack, CLUSTER, config, JOB) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def code(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The DeepSpeed tutorial example, copied as it is."""
+    return tutorial_copy(tmp_path_factory)
+
+
+def _gpus_rows(cluster: Stack) -> dict[str, list[str]]:
+    """`scripts/job gpus CLUSTER`, each row's words by host."""
+    rows = job_cli(cluster, "gpus", CLUSTER).splitlines()[1:]
+    return {r.split()[0]: r.split() for r in rows}
+
+
+def test_a_job_asking_for_a_model_lands_only_on_its_hosts(
+    cluster: Stack, code: Path, report: dict[str, str]
+) -> None:
+    """A 2 x 4 job asking for `fake-b` runs on two of lab-h5..h8 only, though lab-h1..h4
+    have twice the GPUs free: its tasks, its rank map (each rank's host and model) and
+    `job gpus` (each host's model and holders) say so, and it trains."""
+    before = _gpus_rows(cluster)
+    assert {h: before[h][-5] for h in before} == {
+        f"lab-h{i}": m for i, m in enumerate(MODELS, 1)
+    }, before
+    t0 = time.monotonic()
+    job_cli(cluster, "submit", str(code), "--name", JOB, "--cluster", CLUSTER,
+            "--nodes", "2", "--gpus-per-node", "4", "--gpu-model", "fake-b",
+            "--", *COMMAND)  # fmt: skip
+    try:
+        wait_for(f"{JOB}'s first step", lambda: steps_of(JOB) or None, 900, 2)
+        first = time.monotonic() - t0
+        job = Pulumi(JOB, env=cluster.env)
+        outputs = json.loads(job.run("stack", "output", "--json").stdout)
+        rank_map = outputs["rankMap"]
+        nodes = sorted({e["node"] for e in rank_map})
+        assert len(nodes) == 2 and set(nodes) <= set(B_HOSTS), rank_map
+        assert {e["gpu_model"] for e in rank_map} == {"fake-b"}, rank_map
+        placed = {
+            node for name in training_service_names(JOB) for node, state in tasks_of(name)
+            if state == "Running"
+        }  # fmt: skip
+        assert placed == set(nodes), (placed, nodes)
+        after = _gpus_rows(cluster)
+        for host in nodes:
+            assert after[host][1:5] == ["fake-b", "0", "of", "4"], after[host]
+            assert f"{JOB}:" in after[host], after[host]
+        held = [h for h, row in after.items() if f"{JOB}:" in row]
+        assert sorted(held) == nodes, after
+        job.run("preview", "--expect-no-changes")
+    finally:
+        command.remove(JOB, env=cluster.env, out=cluster.record)
+    report["figure"] = (
+        f"2 x 4 fake-b on {', '.join(nodes)} (fake-b: {B_HOSTS[0]}..{B_HOSTS[-1]}; "
+        f"fake-a hosts left free), first step {first:.0f} s after submit; preview no-op"
+    )
+    report["command"] = (
+        f"scripts/job submit examples/deepspeed-tutorial --name {JOB} --cluster {CLUSTER} "
+        "--nodes 2 --gpus-per-node 4 --gpu-model fake-b -- deepspeed train.py ..."
+    )
+
+
+def test_what_no_host_of_the_model_can_hold_is_refused(
+    cluster: Stack, code: Path, report: dict[str, str]
+) -> None:
+    """A job asking for 8 GPUs per node of `fake-b` (its hosts have 4) is refused by
+    submit with exit 2, naming the job, the shortfall and the cluster's models, before
+    any stack file is written; nothing runs for it."""
+    name = f"{JOB}-big"
+    proc = subprocess.run(
+        [JOB_SCRIPT, "submit", str(code), "--name", name, "--cluster", CLUSTER,
+         "--nodes", "1", "--gpus-per-node", "8", "--gpu-model", "fake-b", "--", *COMMAND],
+        env=cluster.env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    cluster.record(proc.stdout, proc.stderr)
+    assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
+    said = proc.stderr
+    assert name in said and "'fake-b'" in said and "Nothing was changed" in said, said
+    assert not command.stack_file(name).exists()
+    assert not [n for n, row in _gpus_rows(cluster).items() if f"{name}:" in row]
+    report["figure"] = f"exit 2: {said.strip().splitlines()[-1][:160]}"
+    report["command"] = (
+        f"scripts/job submit DIR --name {name} --cluster {CLUSTER} --nodes 1 "
+        "--gpus-per-node 8 --gpu-model fake-b -- ..."
+    )

@@ -1,0 +1,49 @@
+"""The job command's unit fixtures: a project dir with a cluster stack, and a job's spec."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import stack_file_yaml
+from jobs import command, queuemetrics
+from tests.unit.infra.providers.fakeconfigs import FakeConfigs
+from tests.unit.infra.samples import stack_config
+
+
+class MasterScripts(list[str]):
+    """The scripts a test's passes ran on the cluster's master host (none is run)."""
+
+    def __call__(self, _cfg: Any, script: str, **_kw: Any) -> Any:
+        self.append(script)
+        return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project dir holding the dev stack's config as cluster stack `c1`, and a code
+    dir `code` beside it. The queue's metrics file is written to no host: the scripts
+    are kept in `queuemetrics.on_master` (a MasterScripts)."""
+    monkeypatch.setattr(queuemetrics, "on_master", MasterScripts())
+    monkeypatch.setattr(queuemetrics, "_written", {})
+    root = tmp_path / "project"
+    root.mkdir()
+    monkeypatch.setattr(command, "ROOT", root)
+    # The queue's entries on no leader: an empty fake (never the stack file's hosts).
+    queue = FakeConfigs()
+    monkeypatch.setattr(command, "leader_api", lambda _cfg: queue)
+    raw = {**stack_config("dev"), "kind": "cluster"}
+    text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
+    (root / "Pulumi.c1.yaml").write_text(text)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("print('hello')\n")
+    return root
+
+
+def spec(project: Path, **kw: Any) -> command.JobSpec:
+    """Job exp1 on cluster c1 with the code dir beside `project`, and the fields `kw`."""
+    code = project.parent / "code"
+    return command.JobSpec(name="exp1", cluster="c1", code_dir=code, **kw)
