@@ -113,9 +113,10 @@ def resize(
             hosts = resized_hosts(ask, before, host_slots(cluster), _free(swarm, name), waiting)
             training["hosts"] = hosts
         raw = {"kind": "job", "cluster": values.get("cluster"), "training": training}
-        command.check_gpus(command.parsed(name, raw), swarm)
+        resized = command.parsed(name, raw)
+        command.check_gpus(resized, swarm)
         command.write_values(name, raw)
-        after = [h.name for h in command.job_settings(name).training_hosts]
+        after = [h.name for h in resized.training_hosts]
         out(f"job {name}: {path.name} written, {len(before)} -> {nodes} node(s) "
             f"({', '.join(after)}); pulumi up")  # fmt: skip
         result = command.workspace_stack(name, env).up(on_output=out, color="never")
