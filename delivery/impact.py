@@ -169,6 +169,16 @@ VERDICTS: dict[Role, tuple[Verdict, ...]] = {
             "launch deleted: the run is stopped (SIGTERM, checkpoint)",
             on("delete"),
         ),
+        # The launch script changed (an upgrade of the program, e.g. issue 44's: the
+        # image's train.py gets its settings as DSS_* variables, not injected flags): the
+        # idempotent script runs again, finds the run alive and keeps it.
+        Verdict(
+            Impact.NONE,
+            "no re-run: the launch script changed; the running run keeps its command line"
+            " and settings until its next relaunch, which takes the new ones",
+            on("update"),
+            touching=("create",),
+        ),
         Verdict(Impact.NONE, "no re-run: only the launch triggers re-run it"),
     ),
     Role.RUN: (

@@ -26,7 +26,6 @@ from infra.config import (
     code_dir,
     duration_seconds,
 )
-from infra.layout import IMAGE_HOME
 from infra.render.command import (
     Placement,
     RunEnv,
@@ -109,6 +108,8 @@ def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
         return None
     host_plane = args.network.data_plane == "host"
     moves = t.recovery.follow_master
+    parsed = t.parsed_command
+    module = parsed.target if moves and parsed is not None and parsed.module else ""
     return Follow(
         hostfile=hostfile_path(t),
         port=t.sshd_port,
@@ -119,6 +120,7 @@ def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
         master_names=(f"tasks.{args.services.master_name}",) if moves and not host_plane else (),
         master_moves=moves,
         pattern=task_script if moves else "",
+        module=module,
         max_takeovers=t.recovery.max_restarts if moves else 0,
         stop_grace_s=duration_seconds(t.stop_grace_period) if moves else 0,
     )
@@ -159,14 +161,17 @@ def target_script(
     nnodes = len(args.training_hosts)
     parsed = t.parsed_command
     if parsed is None:
+        # training.script (the image's train.py, or the synced code's): a command like
+        # any other. Its argv is the script and training.args alone; its settings reach
+        # every rank as the run's DSS_* variables, through the same environment file.
         argv = launch_argv(args, master, nnodes, node_rank, script=task_script)
-        workdir, env_file, setup = IMAGE_HOME, None, ""
     else:
         # training.command: its own launch (infra/render/command.py), only where set.
         where = Placement(master, nnodes, node_rank, hostfile_path(t))
         argv = command_argv(t, parsed, where, code_path)
-        workdir = command_workdir(code_path)
-        env_file, setup = _command_env(args, code_path, hostfile, node_rank)
+    # Every rank starts in the synced code dir, else in the image's code.
+    workdir = command_workdir(code_path)
+    env_file, setup = _launch_env(args, code_path, hostfile, node_rank)
     return launch_script(
         service=service,
         argv=argv,
@@ -202,15 +207,17 @@ def deepspeed_env_text(t: Training) -> str:
     return path.read_text() if path.is_file() else ""
 
 
-def _command_env(
+def _launch_env(
     args: TrainingLaunchArgs, code_path: str | None, hostfile: str, node_rank: int | None
 ) -> tuple[tuple[str, str], str]:
-    """training.command: the launch's environment file (path, text) and the
-    supervisor's setup that hands it to the ranks."""
+    """The launch's environment file (path, text) and the supervisor's setup that hands
+    it to the ranks. The code dir's `.deepspeed_env` and the secrets are a command's
+    only (the config rules check and allow them there)."""
     t = args.training
     nodes = [line.split()[0] for line in hostfile.splitlines() if line.strip()]
     run_vars = run_variables(t, code_path, nodes, node_rank, ds_config_path(t))
-    extra = RunEnv(deepspeed_env_text(t), t.env, t.secret_env)
+    command = t.command is not None
+    extra = RunEnv(deepspeed_env_text(t) if command else "", t.env, t.secret_env)
     path = env_path(t.run_name, node_rank)
     pdsh = node_rank is None
     return (path, env_file(run_vars, extra)), env_setup(t, path, run_vars, pdsh)

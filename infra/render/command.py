@@ -178,10 +178,11 @@ def env_file(run_vars: Mapping[str, str], extra: RunEnv) -> str:
 
 def env_setup(t: Training, path: str, run_vars: Mapping[str, str], pdsh: bool) -> str:
     """Shell the supervisor runs before its loop: the run's directories made, and the
-    environment file handed on. Under pdsh, DeepSpeed's runner exports the file on every
-    node (`DS_ENV_FILE`, an absolute path it reads as it is); SSH-less, the supervisor
-    exports each line itself, as the runner would, so the ranks see the same values
-    under every launcher."""
+    environment file handed on. The supervisor exports each line itself, as DeepSpeed's
+    runner would; under pdsh the runner also exports the file on every node it reaches
+    (`DS_ENV_FILE`, an absolute path it reads as it is), which it does only for a
+    hostfile of more than one node. So the ranks see the same values under every
+    launcher and node count."""
     q = shlex.quote
     dirs = " ".join(q(run_vars[k]) for k in ("DSS_CHECKPOINT_DIR", "DSS_OUTPUT_DIR"))
     values = {"DIRS": dirs, "ENV_FILE": q(path)}

@@ -117,7 +117,10 @@ def launch_argv(
     """
     t = cfg.training
     slots = t.ranks_per_node
-    script_argv = [script or t.script, *_train_args(t)]
+    # The script's own arguments only: its run, steps, checkpoint interval, DeepSpeed
+    # config and hostfile reach it as DSS_* variables (infra/render/command.py
+    # run_variables), as they reach any training.command.
+    script_argv = [script or t.script, *t.args]
     if t.launcher == "torchrun":
         rank = 0 if node_rank is None else node_rank
         return [
@@ -151,23 +154,6 @@ def launch_argv(
         # The hostfile says where; the launcher must not trim it to the local node.
         argv.append(f"--num_nodes={nnodes}")
     return [*argv, *script_argv]
-
-
-def _train_args(t: Training) -> list[str]:
-    return [
-        "--run",
-        t.run_name,
-        "--steps",
-        str(t.steps),
-        "--ckpt-every",
-        str(t.checkpoint_every),
-        "--ds-config",
-        ds_config_path(t),
-        # train.py checks its world size against the hostfile, by name.
-        "--hostfile",
-        hostfile_path(t),
-        *t.args,
-    ]
 
 
 # NCCL's words for its transport (NVIDIA/nccl src/init.cc "Using network %s",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.layout import IMAGE_HOME
 from infra.render.code import code_path
 from infra.render.command import run_dirs
 from infra.render.runfiles import log_dir
@@ -46,8 +47,9 @@ RUN_VARIABLES: Sequence[Variable] = (
         "DSS_CODE_DIR",
         "the program",
         ALL,
-        f"the synced code dir, `{code_path(RUN, '<digest>')}`: every rank's working "
-        "directory, so a path relative to the script's files works",
+        f"the synced code dir, `{code_path(RUN, '<digest>')}` (without one, the image's "
+        f"`{IMAGE_HOME}`): every rank's working directory, so a path relative to the "
+        "script's files works",
     ),
     Variable(
         "DSS_CHECKPOINT_DIR",

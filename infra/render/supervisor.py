@@ -89,6 +89,10 @@ class Follow:
     pattern: str = ""
     """follow_master: the training script's command-line pattern, what a takeover kills
     on the workers (the ranks the lost master started, blocked on it)."""
+    module: str = ""
+    """follow_master with a `-m <module>` command: the module, by which the takeover's
+    watch finds the ranks (infra/task/commandranks.py); `pattern` is then a regex that
+    the script ranks.py reads could never equal. In the settings only where set."""
     max_takeovers: int = 0
     """follow_master: takeovers allowed per launch (training.recovery.max_restarts)."""
     lease_s: int = LEASE_S
@@ -128,6 +132,8 @@ class Follow:
                 "stop": stop_marker(run_name),
                 "supervisor": supervisor_path(run_name),
             }
+            if self.module:
+                data["module"] = self.module
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

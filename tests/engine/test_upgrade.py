@@ -55,6 +55,11 @@ Snapshot = tuple[dict[str, set[str]], dict[str, set[str]]]
 """Running task ids per training service, and training processes per task container."""
 
 
+SETTINGS_ENV = "DSS_CKPT_EVERY="
+"""A line of the launch's environment file (infra/render/command.py run_variables),
+in a state whose launch hands train.py its settings that way."""
+
+
 def upgrade_from() -> str:
     """The commit the live stack is deployed with (DSS_UPGRADE_FROM overrides the file)."""
     pinned = [
@@ -113,6 +118,10 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
     - The stop signals the ranks before the launchers (infra/task/ranks.py), so a stop
       keeps its final checkpoint: the launch's `delete` changes, an update that re-runs
       the idempotent launch script and keeps the running launcher.
+    - The image's train.py is launched as a command like any (issue 44): no flags
+      injected, its run's settings in the launch's environment file. The launch's
+      `create` changes, an update that keeps the running launcher; the preview says
+      the run keeps its command line until its next relaunch (delivery/impact.py).
     - A new training image (any byte under `images/` changed since the base, e.g.
       issue 20's universal checkpoint): built, the services roll onto it, the roster
       reads the new tasks and the launch is replaced. This one restarts training, and
@@ -141,6 +150,10 @@ def expected_changes(stack: Stack) -> dict[str, set[str]]:
     # is part of the replacement, not an update of its own.
     if SCRIPT_ENV not in state and out.get("launch-run") != {"<replace>"}:
         out.setdefault("launch-run", set()).add("delete")
+    # The launch hands train.py its settings as DSS_* variables in the run's environment
+    # file (issue 44): the base's launch script injected them as flags.
+    if SETTINGS_ENV not in state and out.get("launch-run") != {"<replace>"}:
+        out.setdefault("launch-run", set()).add("create")
     if "launch-gate-allreduce" not in state:
         out["launch-gate"] = {"<create>"}
         out["launch-gate-allreduce"] = {"<create>"}

@@ -29,7 +29,7 @@ from infra.layout import PROJECT, training_service_names
 from infra.task.ranks import SCRIPT_ENV
 from jobs import command
 from tests.engine.conftest import MakeStack
-from tests.engine.test_upgrade import extract, proposed_changes, upgrade_from
+from tests.engine.test_upgrade import SETTINGS_ENV, extract, proposed_changes, upgrade_from
 
 pytestmark = pytest.mark.engine
 
@@ -60,6 +60,8 @@ def expected_changes(cluster: Stack) -> dict[str, set[str]]:
       its inputs only and changes nothing on the swarm.
     - The stop signals the ranks before the launchers (infra/task/ranks.py): the
       launch's `delete` changes, an update that keeps the running launcher.
+    - train.py's settings in the launch's environment file, not injected flags (issue
+      44): the launch's `create` changes, an update that keeps the running launcher.
     """
     out: dict[str, set[str]] = {}
     state = cluster.state_text()
@@ -67,6 +69,8 @@ def expected_changes(cluster: Stack) -> dict[str, set[str]]:
         out["train-fit"] = {"<create>"}
     if SCRIPT_ENV not in state:
         out["launch-run"] = {"delete"}
+    if SETTINGS_ENV not in state:
+        out.setdefault("launch-run", set()).add("create")
     return out
 
 

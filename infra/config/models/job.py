@@ -182,7 +182,8 @@ class Training(_Model):
     code: Code = Code()
     """Training code synced from a directory instead of the image's. Default none."""
     args: list[str] = []
-    """Extra arguments for the script. Default none."""
+    """The script's arguments, after the launcher's flags: nothing else is added (the
+    run's settings reach the script as DSS_* variables, docs/jobs.md). Default none."""
     command: list[str] | str | None = None
     """The job's command line as typed on one node, a list of words or a shell string:
     `deepspeed [options] train.py [args]`, `torchrun [options] train.py [args]`,
@@ -191,7 +192,7 @@ class Training(_Model):
     cluster (hostfile, master address and port, node count and rank, processes per
     node) and refuses those options here; the script and its arguments are the user's
     (a script path is relative to `code.dir`). Sets `launcher` (which may only agree);
-    not with `script` or `args`. Default none: `script` with the program's arguments."""
+    not with `script` or `args`. Default none: `script` with `args`, launched the same way."""
     ds_config: dict[str, Any] | str = "/opt/dss/ds_config.json"
     """DeepSpeed config: an inline object, or a path inside the image. Default the image's."""
     gpus_per_node: Annotated[int, Field(ge=0, le=16)] = 8

@@ -202,6 +202,21 @@ def test_another_host_facts_change_is_read_only() -> None:
     )
 
 
+def test_a_changed_launch_script_is_announced_as_kept_until_the_next_relaunch() -> None:
+    """An update of the launch's script keeps the running run, and says that its next
+    relaunch takes the new command line (the upgrade of issue 44)."""
+    impact, why = assess(Role.LAUNCH, "update", ("create",), {}, {})
+    assert impact is Impact.NONE and "until its next relaunch" in why
+
+
+def test_a_changed_launch_trigger_alone_is_no_re_run() -> None:
+    """An update that leaves the launch's script as it was is no re-run, said plainly."""
+    assert assess(Role.LAUNCH, "update", ("delete",), {}, {}) == (
+        Impact.NONE,
+        "no re-run: only the launch triggers re-run it",
+    )
+
+
 def test_the_gate_leaves_training_alone() -> None:
     """The collective gate's create or update measures before a launch: no impact."""
     impact, why = assess(Role.GATE, "update", ("tasks",), {}, {})

@@ -109,7 +109,8 @@ def test_no_duplicate_gpus() -> None:
 
 
 def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
-    """pdsh: one deepspeed launch with the hostfile, master address and node count."""
+    """pdsh: one deepspeed launch with the hostfile, master address and node count,
+    then the script alone: its settings are the run's DSS_* variables."""
     cfg = parse_stack_config(raw)
     assert launch_argv(cfg, "10.0.1.3", 3) == [
         "deepspeed",
@@ -120,17 +121,14 @@ def test_launch_argv_pdsh(raw: dict[str, Any]) -> None:
         "--ssh_port=2222",
         "--num_nodes=3",
         "/opt/dss/train.py",
-        "--run",
-        "run",
-        "--steps",
-        "1000",
-        "--ckpt-every",
-        "50",
-        "--ds-config",
-        "/opt/dss/ds_config.json",
-        "--hostfile",
-        "/data/.dss/run/hostfile",
     ]
+
+
+def test_launch_argv_ends_with_the_scripts_own_arguments(raw: dict[str, Any]) -> None:
+    """training.args follow the script, and nothing the script did not ask for."""
+    raw["training"]["args"] = ["--step-sleep", "0.5"]
+    argv = launch_argv(parse_stack_config(raw), "10.0.1.3", 3)
+    assert argv[-3:] == ["/opt/dss/train.py", "--step-sleep", "0.5"]
 
 
 def test_launch_argv_no_ssh_has_node_rank(raw: dict[str, Any]) -> None:

@@ -3,13 +3,17 @@ and launch mode (golden files: the whole script a host runs, readable as shell).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
-from infra.components.launchplan import TrainingLaunchArgs, target_script
+from infra.components.launchplan import TrainingLaunchArgs, follow_of, target_script
 from infra.config import StackConfig, parse_stack_config
+from infra.layout import IMAGE_HOME
+from infra.render.supervisor import Follow
 from tests.unit.golden import check_golden
 
 pytestmark = pytest.mark.unit
@@ -87,8 +91,40 @@ def test_command_launch_script_golden(
     golden(f"launch_command_{name}.sh", script)
 
 
-def test_training_script_launch_is_unchanged_by_the_code_path(raw: dict[str, Any]) -> None:
-    """Without a command the code path changes nothing of the launch script."""
+def test_training_script_launch_runs_in_the_code_path(
+    raw: dict[str, Any],
+) -> None:
+    """Without a command the code path changes two lines of the launch script: the
+    environment file's DSS_CODE_DIR and the supervisor's working directory (the script,
+    given here as the image's, is what the caller says)."""
     args = launch_args(parse_stack_config(raw))
     common = ("/opt/dss/train.py", None, HOSTFILE, "10.0.1.3", "ds-master", None)
-    assert target_script(args, *common) == target_script(args, *common, CODE)
+    image, synced = target_script(args, *common), target_script(args, *common, CODE)
+    changed = [
+        (a, b) for a, b in zip(image.splitlines(), synced.splitlines(), strict=True) if a != b
+    ]
+    assert changed == [
+        (f"printf %s 'DSS_CODE_DIR={IMAGE_HOME}", f"printf %s 'DSS_CODE_DIR={CODE}"),
+        (f"cd {IMAGE_HOME}", f"cd {CODE}"),
+    ]
+
+
+def test_follow_master_of_a_module_command_names_the_module(
+    raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """follow_master with `python -m <module>`: the follow settings name the module (the
+    takeover's watch finds its ranks by it); with a script they name none."""
+    recovery = {"follow_moves": True, "follow_master": True}
+    raw["hosts"][-1]["spare"] = True  # where the master may go
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    services = cast(Any, SimpleNamespace(master_name="ds-master", worker_name="ds-worker"))
+
+    def follow(command: str, pattern: str) -> Follow | None:
+        args = launch_args(command_config(raw, tmp_path, command, recovery=recovery))
+        return follow_of(replace(args, services=services), pattern)
+
+    module = follow("python -m mypkg.train", "(-m|--module) mypkg\\.train( |$)")
+    assert module is not None and module.module == "mypkg.train"
+    script = follow("deepspeed train.py", f"{CODE}/train.py")
+    assert script is not None and script.module == ""

@@ -23,5 +23,5 @@ if docker exec "$ctr" pgrep -f deepspeed >/dev/null 2>&1; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
   exit 0
 fi
-docker exec -d -u 1000 "$ctr" sh -c 'mkdir -p /data/logs/run && cd /opt/dss && exec deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1'
+docker exec -d -u 1000 "$ctr" sh -c 'mkdir -p /data/logs/run && cd /opt/dss && exec deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py >>/data/logs/run/launcher.log 2>&1'
 echo "launch: started on $(hostname) in $ctr"

@@ -187,12 +187,18 @@ def test_run_variables_per_node(raw: dict[str, Any], tmp_path: Path) -> None:
 def test_env_setup_under_pdsh_hands_the_file_to_deepspeed(
     raw: dict[str, Any], tmp_path: Path
 ) -> None:
-    """pdsh: the runner is told the file (DS_ENV_FILE), which it exports on every node."""
+    """pdsh: the runner is told the file (DS_ENV_FILE), which it exports on every node of
+    a hostfile of more than one; the supervisor exports it too, for a one-node hostfile,
+    whose ranks the runner starts with its own environment."""
     t = training(raw, tmp_path, "deepspeed train.py")
     setup = env_setup(t, "/data/.dss/run/env", run_variables(t, CODE, [], None, "x"), True)
-    assert setup == (
-        "mkdir -p /data/checkpoints/run /data/outputs/run\nexport DS_ENV_FILE=/data/.dss/run/env\n"
-    )
+    lines = setup.splitlines()
+    assert lines[:2] == [
+        "mkdir -p /data/checkpoints/run /data/outputs/run",
+        "export DS_ENV_FILE=/data/.dss/run/env",
+    ]
+    ssh_less = env_setup(t, "/data/.dss/run/env", run_variables(t, CODE, [], 0, "x"), False)
+    assert lines[2:] == ssh_less.splitlines()[1:] and "done </data/.dss/run/env" in setup
 
 
 def test_env_setup_ssh_less_exports_as_deepspeed_would(raw: dict[str, Any], tmp_path: Path) -> None:

@@ -331,6 +331,15 @@ def test_follow_settings_gain_the_takeover_keys_only_with_follow_master() -> Non
         3,
     )
     assert extra["supervisor"] == run.supervisor_path("r") and extra["stop"] == run.stop_marker("r")
+    assert "module" not in extra
+
+
+def test_follow_settings_name_a_module_only_where_the_command_is_one() -> None:
+    """follow_master with a `-m` command: the module, by which the takeover's watch
+    finds the ranks, is in the settings; a script's settings have no such key."""
+    moves = run.Follow(hostfile="/h", port=2222, master_moves=True, pattern="(-m) p( |$)",
+                       module="mypkg.train")  # fmt: skip
+    assert json.loads(moves.settings("r"))["module"] == "mypkg.train"
 
 
 def test_takeover_loop_names_no_run_path_the_stop_kills() -> None:

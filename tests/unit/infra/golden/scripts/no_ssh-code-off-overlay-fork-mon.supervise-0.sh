@@ -1,7 +1,13 @@
 # deepspeed-swarm: the supervisor of run run (infra/render/run.py)
 set -u
 mkdir -p /data/logs/run
-cd /opt/dss
+cd /data/code/run/0123456789ab
+mkdir -p /data/checkpoints/run /data/outputs/run
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env-0
+set -u
 metrics() {
   mkdir -p /data/.dss/metrics && printf '# HELP dss_run_restarts_total Automatic restarts of the launcher by the run supervisor (since this launch).\n# TYPE dss_run_restarts_total counter\ndss_run_restarts_total{run="run",supervisor="0"} %s\n# HELP dss_run_restart_budget_spent 1 once the supervisor gave up: training.recovery.max_restarts spent.\n# TYPE dss_run_restart_budget_spent gauge\ndss_run_restart_budget_spent{run="run",supervisor="0"} %s\n' "$1" "$2" >/data/.dss/metrics/run.0.prom.new && mv /data/.dss/metrics/run.0.prom.new /data/.dss/metrics/run.0.prom
 }
@@ -9,7 +15,7 @@ metrics 0 0
 restarts=0
 while :; do
   rc=0
-  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --no_ssh --node_rank=0 /data/code/run/0123456789ab/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1 || rc=$?
+  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --no_ssh --node_rank=0 /data/code/run/0123456789ab/train.py >>/data/logs/run/launcher.log 2>&1 || rc=$?
   if [ "$rc" -eq 0 ] || [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
   if [ "$restarts" -ge 3 ]; then
     echo "supervisor: the launcher exited $rc; restart budget (3) spent" >>/data/logs/run/launcher.log

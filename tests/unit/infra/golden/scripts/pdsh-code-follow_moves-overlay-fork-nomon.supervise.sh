@@ -1,13 +1,20 @@
 # deepspeed-swarm: the supervisor of run run (infra/render/run.py)
 set -u
 mkdir -p /data/logs/run
-cd /opt/dss
+cd /data/code/run/0123456789ab
+mkdir -p /data/checkpoints/run /data/outputs/run
+export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 restarts=0
 while :; do
   rc=0
   python3 /data/.dss/run/follow.py rebuild /data/.dss/run/follow.json >>/data/logs/run/launcher.log 2>&1 || true
   if [ -e /data/.dss/run/stop ]; then exit 0; fi
-  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /data/code/run/0123456789ab/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1 &
+  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /data/code/run/0123456789ab/train.py >>/data/logs/run/launcher.log 2>&1 &
   pid=$!
   python3 /data/.dss/run/follow.py watch /data/.dss/run/follow.json "$pid" >>/data/logs/run/launcher.log 2>&1 \
     || pkill -KILL -f /data/code/run/0123456789ab/train.py 2>/dev/null || true

@@ -1,7 +1,14 @@
 # deepspeed-swarm: the supervisor of run run (infra/render/run.py)
 set -u
 mkdir -p /data/logs/run
-cd /opt/dss
+cd /data/code/run/0123456789ab
+mkdir -p /data/checkpoints/run /data/outputs/run
+export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 metrics() {
   mkdir -p /data/.dss/metrics && printf '# HELP dss_run_restarts_total Automatic restarts of the launcher by the run supervisor (since this launch).\n# TYPE dss_run_restarts_total counter\ndss_run_restarts_total{run="run",supervisor="master"} %s\n# HELP dss_run_restart_budget_spent 1 once the supervisor gave up: training.recovery.max_restarts spent.\n# TYPE dss_run_restart_budget_spent gauge\ndss_run_restart_budget_spent{run="run",supervisor="master"} %s\n' "$1" "$2" >/data/.dss/metrics/run.prom.new && mv /data/.dss/metrics/run.prom.new /data/.dss/metrics/run.prom
 }
@@ -11,7 +18,7 @@ while :; do
   rc=0
   python3 /data/.dss/run/follow.py rebuild /data/.dss/run/follow.json >>/data/logs/run/launcher.log 2>&1 || true
   if [ -e /data/.dss/run/stop ]; then exit 0; fi
-  deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /data/code/run/0123456789ab/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1 &
+  deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /data/code/run/0123456789ab/train.py >>/data/logs/run/launcher.log 2>&1 &
   pid=$!
   python3 /data/.dss/run/follow.py watch /data/.dss/run/follow.json "$pid" >>/data/logs/run/launcher.log 2>&1 \
     || pkill -KILL -f /data/code/run/0123456789ab/train.py 2>/dev/null || true

@@ -1,11 +1,18 @@
 # deepspeed-swarm: the supervisor of run run (infra/render/run.py)
 set -u
 mkdir -p /data/logs/run
-cd /opt/dss
+cd /data/code/run/0123456789ab
+mkdir -p /data/checkpoints/run /data/outputs/run
+export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 restarts=0
 while :; do
   rc=0
-  deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /data/code/run/0123456789ab/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1 || rc=$?
+  deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /data/code/run/0123456789ab/train.py >>/data/logs/run/launcher.log 2>&1 || rc=$?
   if [ "$rc" -eq 0 ] || [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
   if [ "$restarts" -ge 3 ]; then
     echo "supervisor: the launcher exited $rc; restart budget (3) spent" >>/data/logs/run/launcher.log

@@ -2,6 +2,13 @@
 set -u
 mkdir -p /data/logs/run
 cd /opt/dss
+mkdir -p /data/checkpoints/run /data/outputs/run
+export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 n=0
 [ -f /data/.dss/run/active ] && read -r _t _s n </data/.dss/run/active
 printf '%s %s %s\n' "${DSS_TASK_ID:-}" "${DSS_SPEC:-}" "${n:-0}" >/data/.dss/run/active.new && mv /data/.dss/run/active.new /data/.dss/run/active
@@ -20,7 +27,7 @@ while :; do
   owner || exit 0
   rm -f ~/.ssh/known_hosts
   master=$(awk 'NR==1{print $1; exit}' /data/.dss/run/hostfile)
-  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr="$master" --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1 &
+  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr="$master" --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py >>/data/logs/run/launcher.log 2>&1 &
   pid=$!
   python3 /data/.dss/run/takeover.py watch /data/.dss/run/follow.json "$pid" >>/data/logs/run/launcher.log 2>&1 \
     || pkill -KILL -f /opt/dss/train.py 2>/dev/null || true

@@ -2,6 +2,13 @@
 set -u
 mkdir -p /data/logs/run
 cd /opt/dss
+mkdir -p /data/checkpoints/run /data/outputs/run
+export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 metrics() {
   mkdir -p /data/.dss/metrics && printf '# HELP dss_run_restarts_total Automatic restarts of the launcher by the run supervisor (since this launch).\n# TYPE dss_run_restarts_total counter\ndss_run_restarts_total{run="run",supervisor="master"} %s\n# HELP dss_run_restart_budget_spent 1 once the supervisor gave up: training.recovery.max_restarts spent.\n# TYPE dss_run_restart_budget_spent gauge\ndss_run_restart_budget_spent{run="run",supervisor="master"} %s\n' "$1" "$2" >/data/.dss/metrics/run.prom.new && mv /data/.dss/metrics/run.prom.new /data/.dss/metrics/run.prom
 }
@@ -9,7 +16,7 @@ metrics 0 0
 restarts=0
 while :; do
   rc=0
-  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py --run run --steps 1000 --ckpt-every 50 --ds-config /opt/dss/ds_config.json --hostfile /data/.dss/run/hostfile >>/data/logs/run/launcher.log 2>&1 || rc=$?
+  /data/.dss/run/bin/python -u -m deepspeed.launcher.runner --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --launcher=pdsh --ssh_port=2222 --num_nodes=3 /opt/dss/train.py >>/data/logs/run/launcher.log 2>&1 || rc=$?
   if [ "$rc" -eq 0 ] || [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
   if [ "$restarts" -ge 3 ]; then
     echo "supervisor: the launcher exited $rc; restart budget (3) spent" >>/data/logs/run/launcher.log

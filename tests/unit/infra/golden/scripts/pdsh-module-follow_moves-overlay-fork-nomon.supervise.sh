@@ -5,6 +5,11 @@ cd /data/code/run/0123456789ab
 rm -f /data/logs/run/exit.master.json
 mkdir -p /data/checkpoints/run /data/outputs/run
 export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 restarts=0
 while :; do
   rc=0

@@ -5,6 +5,11 @@ cd /data/code/run/0123456789ab
 rm -f /data/logs/run/exit.master.json
 mkdir -p /data/checkpoints/run /data/outputs/run
 export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 metrics() {
   mkdir -p /data/.dss/metrics && printf '# HELP dss_run_restarts_total Automatic restarts of the launcher by the run supervisor (since this launch).\n# TYPE dss_run_restarts_total counter\ndss_run_restarts_total{run="run",supervisor="master"} %s\n# HELP dss_run_restart_budget_spent 1 once the supervisor gave up: training.recovery.max_restarts spent.\n# TYPE dss_run_restart_budget_spent gauge\ndss_run_restart_budget_spent{run="run",supervisor="master"} %s\n' "$1" "$2" >/data/.dss/metrics/run.prom.new && mv /data/.dss/metrics/run.prom.new /data/.dss/metrics/run.prom
 }

@@ -5,6 +5,11 @@ cd /data/code/run/0123456789ab
 rm -f /data/logs/run/exit.master.json
 mkdir -p /data/checkpoints/run /data/outputs/run
 export DS_ENV_FILE=/data/.dss/run/env
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env
+set -u
 n=0
 [ -f /data/.dss/run/active ] && read -r _t _s n </data/.dss/run/active
 printf '%s %s %s\n' "${DSS_TASK_ID:-}" "${DSS_SPEC:-}" "${n:-0}" >/data/.dss/run/active.new && mv /data/.dss/run/active.new /data/.dss/run/active

@@ -18,6 +18,18 @@ printf %s '10.0.1.3 slots=8
 10.0.1.4 slots=8
 10.0.1.5 slots=8
 ' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/hostfile) && cat > /data/.dss/run/hostfile.new && mv /data/.dss/run/hostfile.new /data/.dss/run/hostfile'
+printf %s 'DSS_CODE_DIR=/opt/dss
+DSS_CHECKPOINT_DIR=/data/checkpoints/run
+DSS_LOG_DIR=/data/logs/run
+DSS_OUTPUT_DIR=/data/outputs/run
+DSS_METRICS_FILE=/data/logs/run/metrics.jsonl
+DSS_NODES=10.0.1.3,10.0.1.4,10.0.1.5
+DSS_NODE_RANK=1
+DSS_HOSTFILE=/data/.dss/run/hostfile
+DSS_STEPS=1000
+DSS_CKPT_EVERY=50
+DSS_DS_CONFIG=/opt/dss/ds_config.json
+' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/env-1) && cat > /data/.dss/run/env-1.new && mv /data/.dss/run/env-1.new /data/.dss/run/env-1'
 printf %s '<the supervisor>' | docker exec -i -u 1000 "$ctr" sh -c 'mkdir -p $(dirname /data/.dss/run/supervise-1.sh) && cat > /data/.dss/run/supervise-1.sh.new && mv /data/.dss/run/supervise-1.sh.new /data/.dss/run/supervise-1.sh'
 if docker exec "$ctr" pgrep -f torchrun >/dev/null 2>&1 || docker exec "$ctr" pgrep -f /data/.dss/run/supervise-1.sh >/dev/null 2>&1; then  # idempotent
   echo "launch: $svc on $(hostname) already running; kept"
