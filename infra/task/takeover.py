@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -215,6 +216,28 @@ def rebuild(
     return then(settings)
 
 
+def rank_pids_of(settings: dict[str, Any]) -> list[int]:
+    """The run's ranks on this node: a module command's (`module` in the settings:
+    processes whose interpreter runs `-m <module>`, infra/task/commandranks.py, written
+    beside this file for a command), else the script's (ranks.py: `pattern` is its path)."""
+    if settings.get("module"):
+        if __package__:
+            from infra.task import commandranks
+        else:  # the task's copy, beside this file
+            import commandranks  # type: ignore[import-not-found,no-redef]  # same module
+        return list(commandranks.module_pids(str(settings["module"])))
+    return ranks.rank_pids(settings["pattern"])
+
+
+def term_ranks_of(settings: dict[str, Any]) -> int:
+    """SIGTERM to the run's ranks on this node; how many there were."""
+    pids = rank_pids_of(settings)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            os.kill(pid, signal.SIGTERM)
+    return len(pids)
+
+
 def watch(
     settings: dict[str, Any],
     pid: int,
@@ -222,8 +245,8 @@ def watch(
     pause: Callable[[float], None] = time.sleep,
     stop: Callable[[str], object] = lambda pattern: pkill(pattern, "KILL"),
     signal: Callable[[str, str], object] = lambda pattern, sig: pkill(pattern, sig),
-    term_ranks: Callable[[str], int] = ranks.signal_ranks,
-    find_ranks: Callable[[str], list[int]] = ranks.rank_pids,
+    term_ranks: Callable[[dict[str, Any]], int] = term_ranks_of,
+    find_ranks: Callable[[dict[str, Any]], list[int]] = rank_pids_of,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """follow.py's watch, touching the lease after each round in which every address
@@ -262,13 +285,13 @@ def watch(
             now = clock()
             if not stopping:
                 stopping.append(now)
-                say(f"a stop is asked for: SIGTERM to {term_ranks(settings['pattern'])} rank(s)")
+                say(f"a stop is asked for: SIGTERM to {term_ranks(settings)} rank(s)")
             elif now - stopping[0] > float(settings["stop_grace_s"]):
                 say(f"still running {settings['stop_grace_s']}s after the stop: SIGKILL")
                 stop(settings["pattern"])
                 return False
             elif not told:
-                if find_ranks(settings["pattern"]):
+                if find_ranks(settings):
                     quiet.clear()
                 elif not quiet:
                     quiet.append(now)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from infra.task import follow, ranks, takeover
+from infra.task import commandranks, follow, ranks, takeover
 
 pytestmark = pytest.mark.unit
 
@@ -260,8 +261,8 @@ def test_watch_stops_the_training_gracefully_on_a_stop_marker(
     rc = takeover.watch(cfg, 12345, knock=lambda _a, _p: True, pause=lambda _s: None,
                         stop=lambda p: sent.append((p, "KILL")),
                         signal=lambda p, sig: sent.append((p, sig)),
-                        term_ranks=lambda p: term(sent, p),
-                        find_ranks=lambda _p: [7], clock=lambda: next(now))  # fmt: skip
+                        term_ranks=lambda s: term(sent, s["pattern"]),
+                        find_ranks=lambda _s: [7], clock=lambda: next(now))  # fmt: skip
     assert rc == 0
     assert sent == [(cfg["pattern"], "TERM ranks"), (cfg["pattern"], "KILL")]
 
@@ -283,8 +284,41 @@ def test_watch_signals_the_launchers_once_the_ranks_are_gone(
     rc = takeover.watch(cfg, 12345, knock=lambda _a, _p: True, pause=lambda _s: None,
                         stop=lambda p: sent.append((p, "KILL")),
                         signal=lambda p, sig: sent.append((p, sig)),
-                        term_ranks=lambda p: term(sent, p),
-                        find_ranks=lambda _p: next(ranks_left),
+                        term_ranks=lambda s: term(sent, s["pattern"]),
+                        find_ranks=lambda _s: next(ranks_left),
                         clock=lambda: next(clock))  # fmt: skip
     assert rc == 0
     assert sent == [(cfg["pattern"], "TERM ranks"), (cfg["pattern"], "TERM")]
+
+
+def test_the_watch_finds_a_module_commands_ranks_by_the_module(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With `module` in the settings the ranks are the processes running `-m <module>`
+    (commandranks.py); without, the script's (ranks.py, by the path in `pattern`)."""
+    asked: list[tuple[str, str]] = []
+
+    def lookup(kind: str, pid: int) -> Any:
+        def find(target: str) -> list[int]:
+            asked.append((kind, target))
+            return [pid]
+
+        return find
+
+    monkeypatch.setattr(commandranks, "module_pids", lookup("module", 4))
+    monkeypatch.setattr(ranks, "rank_pids", lookup("script", 5))
+    module = settings(tmp_path, pattern="(-m|--module) mypkg\\.train( |$)", module="mypkg.train")
+    assert takeover.rank_pids_of(module) == [4]
+    assert takeover.rank_pids_of(settings(tmp_path)) == [5]
+    assert asked == [("module", "mypkg.train"), ("script", "/opt/dss/train.py")]
+
+
+def test_a_module_commands_ranks_get_the_sigterm(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The stop seen by the watch sends SIGTERM to each rank the module's lookup found."""
+    monkeypatch.setattr(commandranks, "module_pids", lambda _m: [41, 42])
+    killed: list[tuple[int, int]] = []
+    monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    assert takeover.term_ranks_of(settings(tmp_path, module="m")) == 2
+    assert killed == [(41, signal.SIGTERM), (42, signal.SIGTERM)]
