@@ -10,8 +10,11 @@ The lock is a Swarm config object named `LOCK_NAME`, created on the cluster's le
 Swarm's Raft store refuses a second object of the same name, so whoever creates it
 holds the lock, whichever machine it runs on, with nothing else to deploy. Its labels
 name the holder and when the hold expires, for a submit killed before it let go; an
-expired lock is removed and taken. A `pulumi up` run by hand on a job stack does not
-take it (the fit check still runs there).
+expired lock is removed and taken. The hold is a lease: while the block runs, a thread
+of the holder renews the expiry every `RENEW_S` (a label update carrying the version
+read), so a holder that dies (its machine lost, the process killed) blocks the others
+for at most `LEASE_S`, never for the length of a job's `up`. A `pulumi up` run by hand
+on a job stack does not take it (the fit check still runs there).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,15 +30,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import ConfigError
-from infra.providers.hostops import HostError, docker_client
+from infra.providers.hostops import HostError, docker_client, update_config
 
 LOCK_NAME = "dss-submit-lock"
 HOLDER_LABEL = "dss.lock.holder"
 EXPIRES_LABEL = "dss.lock.expires"
-HOLD_S = 1800.0
-"""How long a hold lasts without being let go: longer than a job's `up` (the docker
-provider's convergence timeout is 10 min)."""
+LEASE_S = 120.0
+"""How long a hold lasts past its last renewal: a dead holder's lock is taken after it."""
+RENEW_S = 20.0
+"""How often the holder renews the lease: several renewals fit in one lease, so a
+leader slow to answer once does not lose it."""
 WAIT_S = 1800.0
+"""How long a submit waits for another holder: longer than a job's `up` (the docker
+provider's convergence timeout is 10 min)."""
 POLL_S = 2.0
 
 
@@ -59,7 +67,7 @@ def _status(e: Exception) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def try_lock(api: Any, holder: str, now: float, hold_s: float = HOLD_S) -> str | LockHeld:
+def try_lock(api: Any, holder: str, now: float, hold_s: float = LEASE_S) -> str | LockHeld:
     """Create the lock: its config id when this call holds it now, else who holds it
     (an empty id when it went between the refusal and the look: try again)."""
     try:
@@ -82,6 +90,64 @@ def try_lock(api: Any, holder: str, now: float, hold_s: float = HOLD_S) -> str |
     return LockHeld("", "", now)
 
 
+def renew(api: Any, config_id: str, holder: str, until: float) -> str:
+    """Move lock `config_id`'s expiry to `until` while `holder` holds it: '' when done,
+    else why not (the lock gone or another's: this holder's lease lapsed and another
+    took it; or the leader's error). The update carries the version read, so a lock
+    removed and taken between the read and the update is never relabelled."""
+    try:
+        cfg = api.inspect_config(config_id)
+    except Exception as e:  # the Docker SDK's APIError: 404 when it is gone
+        return "it is gone" if _status(e) == 404 else f"the leader said: {e}"
+    spec = dict(cfg.get("Spec") or {})
+    labels = dict(spec.get("Labels") or {})
+    if labels.get(HOLDER_LABEL) != holder:
+        return f"it is held by {labels.get(HOLDER_LABEL, '?')}"
+    spec["Labels"] = {**labels, EXPIRES_LABEL: f"{until:.0f}"}
+    version = int((cfg.get("Version") or {}).get("Index") or 0)
+    try:
+        update_config(api, config_id, version, spec)
+    except Exception as e:
+        return f"the leader said: {e}"
+    return ""
+
+
+@contextmanager
+def _renewed(
+    api: Any,
+    config_id: str,
+    holder: str,
+    out: Callable[[str], Any],
+    hold_s: float,
+    renew_s: float,
+    clock: Callable[[], float],
+) -> Iterator[None]:
+    """The holder's renewals, in a thread of their own for the block's length: every
+    `renew_s` the expiry moves to `hold_s` ahead. What stops them is said once (the
+    block goes on: its `up` is not interrupted, and the GPU check of the job's `up`
+    still refuses GPUs another took). They end before the block's end returns, so the
+    API is then the caller's alone again."""
+    stop = threading.Event()
+
+    def run() -> None:
+        told = ""
+        while not stop.wait(renew_s):
+            why = renew(api, config_id, holder, clock() + hold_s)
+            if why and why != told:
+                out(f"the cluster's submit lock could not be renewed: {why}")
+                told = why
+            if why.startswith(("it is gone", "it is held by")):
+                return
+
+    thread = threading.Thread(target=run, name="dss-lock-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _remove(api: Any, config_id: str) -> None:
     """Remove the lock `config_id`; one already gone is not an error."""
     try:
@@ -97,15 +163,17 @@ def submit_lock(
     holder: str,
     out: Callable[[str], Any],
     wait_s: float = WAIT_S,
-    hold_s: float = HOLD_S,
+    hold_s: float = LEASE_S,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Any] = time.sleep,
     ssh: dict[str, Any] | None = None,
+    renew_s: float = RENEW_S,
 ) -> Iterator[None]:
     """Hold the cluster's submit lock for the block, waiting up to `wait_s` for another
-    holder (saying who, once per holder); let it go afterwards, also on an error.
-    ConfigError when the leader does not answer or the wait runs out. `ssh`: the
-    leader's SSH settings (jobs/command.py `leader_ssh`), None for the URL's own."""
+    holder (saying who, once per holder), its lease renewed every `renew_s` for `hold_s`
+    more; let it go afterwards, also on an error. ConfigError when the leader does not
+    answer or the wait runs out. `ssh`: the leader's SSH settings (jobs/command.py
+    `leader_ssh`), None for the URL's own."""
     try:
         api = docker_client(leader_endpoint, ssh).api
         deadline = clock() + wait_s
@@ -140,6 +208,7 @@ def submit_lock(
         where = f"docker {leader_endpoint.get('url')}"
         raise ConfigError([f"the cluster's submit lock could not be taken: {where}: {e}"]) from None
     try:
-        yield
+        with _renewed(api, ours, holder, out, hold_s, renew_s, clock):
+            yield
     finally:
         _remove(api, ours)

@@ -147,3 +147,12 @@ def node_hostname(node: dict[str, Any]) -> str:
     """A swarm node's hostname, or "" while the manager has no description of it yet
     (a node that has only just joined has no `Description.Hostname`)."""
     return str((node.get("Description") or {}).get("Hostname") or "")
+
+
+def update_config(api: Any, config_id: str, version: int, spec: Mapping[str, Any]) -> None:
+    """POST /configs/{id}/update at `version` (the Engine API; docker-py's APIClient has
+    no call for it): only the labels of `spec`, the config's as read, may differ. Swarm
+    refuses a stale version ("update out of sequence"): a compare-and-swap."""
+    url = api._url("/configs/{0}/update", config_id)
+    res = api._post_json(url, data=dict(spec), params={"version": version})
+    api._raise_for_status(res)

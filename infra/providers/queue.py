@@ -31,7 +31,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, UpdateResult
 
 from infra.providers.boundary import BoundaryProvider, diff_keys
-from infra.providers.hostops import HostError, docker_client, ssh_of
+from infra.providers.hostops import HostError, docker_client, ssh_of, update_config
 
 ENTRY_PREFIX = "dss-queue."
 LABEL = "dss.queue."
@@ -146,14 +146,11 @@ def list_entries(api: Any) -> list[Entry]:
 
 
 def _update_config(api: Any, entry: Entry, labels: Mapping[str, str]) -> None:
-    """POST /configs/{id}/update at `entry`'s version (the Engine API; docker-py's
-    APIClient has no call for it): only labels may change, so the spec is the one
-    read with new labels."""
+    """The entry's labels replaced at `entry`'s version (hostops.update_config): only
+    labels may change, so the spec is the one read with new labels."""
     spec = dict(api.inspect_config(entry.id).get("Spec") or {})
     spec["Labels"] = dict(labels)
-    url = api._url("/configs/{0}/update", entry.id)
-    res = api._post_json(url, data=spec, params={"version": entry.version})
-    api._raise_for_status(res)
+    update_config(api, entry.id, entry.version, spec)
 
 
 def set_labels(

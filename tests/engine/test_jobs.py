@@ -39,6 +39,7 @@ from pulumi import automation as auto
 
 from harness import ROOT
 from harness.configs import dev_config
+from harness.jobs import remove_job
 from harness.lab import (
     Resume,
     check_resumed_after_the_stop,
@@ -54,6 +55,7 @@ from harness.prom import api, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.components.swarm import endpoint
+from infra.config import ConfigError
 from infra.layout import STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
 from jobs import command
 from jobs.lock import EXPIRES_LABEL, HOLDER_LABEL, LOCK_NAME, submit_lock
@@ -134,8 +136,7 @@ def job(cluster: Stack, code: Path) -> Iterator[dict[str, Any]]:
         print(f"migrated: the job resumed at step {first.next_step}, {took:.0f} s after submit")
         yield {**outputs, "resumed": first, "expected": newest}
     finally:
-        if command.stack_file(JOB).exists():
-            command.remove(JOB, env=cluster.env, out=lines.append)
+        remove_job(cluster, JOB, lines.append)
         cluster.record(*lines)
 
 
@@ -473,8 +474,7 @@ def test_a_submit_waits_for_the_clusters_submit_lock(
         assert not outcome and not waiter.is_alive(), (said, outcome)
         assert said[-1].startswith(f"job {JOB_B} reserved: #1 on {CLUSTER}; "), said[-3:]
     finally:
-        if command.stack_file(JOB_B).exists():
-            command.remove(JOB_B, env=cluster.env, out=said.append)
+        remove_job(cluster, JOB_B, said.append)
         cluster.record(*said)
     api: Any = client(1).api  # docker-py's low-level API is untyped
     assert not api.configs(filters={"name": LOCK_NAME})
@@ -484,6 +484,18 @@ def test_a_submit_waits_for_the_clusters_submit_lock(
     with submit_lock(leader, "submit of the engine test", taken.append, wait_s=5):
         pass
     assert taken == ["the cluster's submit lock of dead has expired: taking it"]
+    assert not api.configs(filters={"name": LOCK_NAME})
+    # The lease: a holder renewing a 4-s lease every second keeps the lock past it (each
+    # renewal a label update at the version read); another submit still waits.
+    renewals: list[str] = []
+    with submit_lock(leader, "the renewing holder", renewals.append, hold_s=4, renew_s=1):
+        time.sleep(8)
+        with (
+            pytest.raises(ConfigError, match="held by the renewing holder after waiting 2 s"),
+            submit_lock(leader, "submit of the engine test", taken.append, wait_s=2),
+        ):
+            pass
+    assert renewals == [], renewals
     assert not api.configs(filters={"name": LOCK_NAME})
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,6 +45,30 @@ class FakeApi:
     def remove_config(self, cid: str) -> None:
         if self.configs_by_id.pop(cid, None) is None:
             raise ApiError(404)
+
+    def inspect_config(self, cid: str) -> dict[str, Any]:
+        if cid not in self.configs_by_id:
+            raise ApiError(404)
+        c = self.configs_by_id[cid]
+        return {**c, "Version": {"Index": c.get("version", 1)}}
+
+    # hostops.update_config's calls (the Engine API's POST /configs/{id}/update).
+    def _url(self, path: str, cid: str) -> str:
+        return path.format(cid)
+
+    def _post_json(self, url: str, data: dict[str, Any], params: dict[str, int]) -> Any:
+        cid = url.split("/")[2]
+        c = self.configs_by_id.get(cid)
+        if c is None:
+            raise ApiError(404)
+        if params["version"] != c.get("version", 1):
+            raise ApiError(500)  # "update out of sequence"
+        c["Spec"] = {**c["Spec"], "Labels": dict(data["Labels"])}
+        c["version"] = c.get("version", 1) + 1
+        return None
+
+    def _raise_for_status(self, _res: Any) -> None:
+        return None
 
 
 class Clock:
@@ -106,7 +132,7 @@ def test_an_expired_lock_is_taken(api: FakeApi) -> None:
     """A holder past its expiry (a submit killed before it let go) is removed and the
     lock taken at once, saying so."""
     clock = Clock()
-    stale = lock.try_lock(api, "submit of dead", clock() - 2 * lock.HOLD_S)
+    stale = lock.try_lock(api, "submit of dead", clock() - 2 * lock.LEASE_S)
     assert isinstance(stale, str)
     said: list[str] = []
     with lock.submit_lock({"url": "x"}, "submit of b", said.append, clock=clock, sleep=clock.sleep):
@@ -149,3 +175,62 @@ def test_holder_name_names_the_job_user_and_process() -> None:
     """What a waiting submit is told about the holder."""
     name = lock.holder_name("exp-a")
     assert name.startswith("submit of exp-a by ") and "@" in name and " pid " in name
+
+
+def test_the_holder_renews_its_lease_while_the_block_runs(api: FakeApi) -> None:
+    """Each renewal moves the expiry `hold_s` past the clock; the lock stays the holder's."""
+    clock = Clock()
+    with lock.submit_lock({"url": "x"}, "submit of a", print, hold_s=50, clock=clock, renew_s=0.01):
+        (held,) = api.configs_by_id.values()
+        clock.now = 5000.0
+        wait_until(lambda: held["Spec"]["Labels"][lock.EXPIRES_LABEL] == "5050")
+        assert held["Spec"]["Labels"][lock.HOLDER_LABEL] == "submit of a"
+    assert api.configs_by_id == {}
+
+
+def test_a_lapsed_lease_taken_by_another_is_not_renewed(api: FakeApi) -> None:
+    """Renewing a lock another took (this holder's lease lapsed, the lock removed and
+    made anew) changes nothing of it and says whose it is."""
+    mine = lock.try_lock(api, "submit of a", 1000.0)
+    assert isinstance(mine, str)
+    api.remove_config(mine)
+    theirs = lock.try_lock(api, "submit of b", 1000.0)
+    assert isinstance(theirs, str)
+    assert lock.renew(api, mine, "submit of a", 9999.0) == "it is gone"
+    assert lock.renew(api, theirs, "submit of a", 9999.0) == "it is held by submit of b"
+    assert api.configs_by_id[theirs]["Spec"]["Labels"][lock.EXPIRES_LABEL] == "1120"
+
+
+def test_a_renewal_at_a_stale_version_is_refused(api: FakeApi) -> None:
+    """The update carries the version read: a change between the read and the update
+    (another writer) makes the renewal fail, saying the leader's answer."""
+    mine = lock.try_lock(api, "submit of a", 1000.0)
+    assert isinstance(mine, str)
+    read = api.inspect_config
+
+    def then_changed(cid: str) -> dict[str, Any]:
+        got = read(cid)
+        api.configs_by_id[cid]["version"] = 7
+        return got
+
+    api.inspect_config = then_changed  # type: ignore[method-assign]  # the race, staged
+    assert lock.renew(api, mine, "submit of a", 9999.0) == "the leader said: HTTP 500"
+
+
+def test_a_lost_lease_is_said_once_and_the_block_goes_on(api: FakeApi) -> None:
+    """The lock removed under the holder (its lease lapsed): the holder says so once,
+    stops renewing, and its block is not interrupted."""
+    said: list[str] = []
+    with lock.submit_lock({"url": "x"}, "submit of a", said.append, renew_s=0.01):
+        api.configs_by_id.clear()
+        wait_until(lambda: bool(said))
+        time.sleep(0.05)
+    assert said == ["the cluster's submit lock could not be renewed: it is gone"]
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll `cond` (the lease's thread runs on its own) until it holds, else fail."""
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "the lease's thread did not get there in time"
+        time.sleep(0.005)
