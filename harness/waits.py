@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -51,3 +53,17 @@ def retry(
             if time.monotonic() > deadline:
                 raise
         time.sleep(interval)
+
+
+def stamp_lines(proc: subprocess.Popen[str], into: list[tuple[float, str]]) -> threading.Thread:
+    """A thread (started, a daemon) that appends each line `proc` prints to `into`, with
+    the time it came, until `proc` closes its output."""
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            into.append((time.time(), line.rstrip("\n")))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader

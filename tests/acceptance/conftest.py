@@ -8,6 +8,7 @@ engine check, throwaway stacks that are destroyed and removed afterwards.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,9 +18,9 @@ from typing import Any
 import pytest
 
 from harness import ROOT
+from harness.jobs import remove_job
 from harness.lab import docker, host_index, lab_cli, lab_status, shared
 from harness.stack import Stack
-from jobs import command
 from tests.acceptance.report import RESULTS, Row, record
 from tests.engine.conftest import MakeStack, code, engine, lab, make_stack, monitoring_images
 
@@ -114,8 +115,7 @@ def job_cluster(
     try:
         yield s
     finally:
-        if command.stack_file(job).exists():
-            command.remove(job, env=s.env, out=s.record)
+        remove_job(s, job)
 
 
 EXAMPLE = ROOT / "examples" / "deepspeed-tutorial"
@@ -127,3 +127,21 @@ def tutorial_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("tutorial") / "deepspeed-tutorial"
     shutil.copytree(EXAMPLE, dest)
     return dest
+
+
+TUTORIAL_SAVE_EVERY = 10
+TUTORIAL_COMMAND = [
+    "deepspeed", "train.py", "--deepspeed", "--deepspeed_config", "ds_config.json",
+    "--steps", "100000", "--save_interval", str(TUTORIAL_SAVE_EVERY),
+]  # fmt: skip
+"""The tutorial's command as its README types it, with a long run and a short save
+interval (the script's own options)."""
+TUTORIAL_STEP = re.compile(r"^(?:\S+: )?step (\d+) loss ", re.MULTILINE)
+"""A step rank 0 of the tutorial printed (`step N loss X`, every 10)."""
+
+
+def tutorial_steps(job: str) -> list[int]:
+    """The steps job `job`'s rank 0 printed so far (the tutorial's `step N loss X`)."""
+    log = shared("logs", job, "launcher.log")
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [int(m) for m in TUTORIAL_STEP.findall(text)]

@@ -23,6 +23,7 @@ import pytest
 
 from harness import ROOT
 from harness.configs import dev_config
+from harness.jobs import remove_job
 from harness.lab import launcher_log_since, launcher_log_size, logged_steps
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
@@ -63,8 +64,7 @@ def job(cluster: Stack, code: Path) -> Iterator[Pulumi]:
                  lambda: max(logged_steps(JOB), default=0) > EVERY + 2, 900, 2)  # fmt: skip
         yield Pulumi(JOB, env=cluster.env)
     finally:
-        if command.stack_file(JOB).exists():
-            command.remove(JOB, env=cluster.env, out=cluster.record)
+        remove_job(cluster, JOB)
 
 
 def _cli(cluster: Stack, *args: str) -> str:

@@ -18,7 +18,6 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 
 from harness.configs import lab8_config
+from harness.jobs import remove_job
 from harness.lab import (
     host_index,
     launcher_log_since,
@@ -37,27 +37,31 @@ from harness.lab import (
     tasks_of,
 )
 from harness.stack import Pulumi, Stack
-from harness.waits import wait_for
+from harness.waits import stamp_lines, wait_for
 from infra.layout import training_service_names
-from jobs import command
-from tests.acceptance.conftest import EXAMPLE, JOB_SCRIPT, job_cli, job_cluster, tutorial_copy
+from tests.acceptance.conftest import (
+    EXAMPLE,
+    JOB_SCRIPT,
+    TUTORIAL_COMMAND,
+    TUTORIAL_SAVE_EVERY,
+    TUTORIAL_STEP,
+    job_cli,
+    job_cluster,
+    tutorial_copy,
+    tutorial_steps,
+)
 from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
 
 CLUSTER = "test-lab8-script-cluster"
 JOB = "test-lab8-tutorial"
-SAVE_EVERY = 10
+SAVE_EVERY = TUTORIAL_SAVE_EVERY
 SCRIPT = JOB_SCRIPT
 SPARE = "lab-h9"
 """The lab8 config's spare (Pulumi.lab8.yaml)."""
-COMMAND = [
-    "deepspeed", "train.py", "--deepspeed", "--deepspeed_config", "ds_config.json",
-    "--steps", "100000", "--save_interval", str(SAVE_EVERY),
-]  # fmt: skip
-"""The command as the tutorial's README types it, with a long run and a short save
-interval (the script's own options)."""
-_STEP = re.compile(r"^(?:\S+: )?step (\d+) loss ", re.MULTILINE)
+COMMAND = TUTORIAL_COMMAND
+_STEP = TUTORIAL_STEP
 _RESUMED = re.compile(r"resumed at step (\d+) from ")
 
 
@@ -148,8 +152,7 @@ def test_tutorial_resumes_from_its_own_checkpoint_after_a_host_loss(
         run = outputs()["run"]
         assert run["state"] == "running", run
     finally:
-        if command.stack_file(JOB).exists():
-            command.remove(JOB, env=cluster.env, out=cluster.record)
+        remove_job(cluster, JOB)
     report["figure"] = (
         f"4 x 1 on {', '.join(sorted({e['node'] for e in rank_map}))}, first step {first:.0f} s; "
         f"{lost} cut at step {before}: task on {SPARE} {moved:.0f} s after the loss, resumed "
@@ -189,14 +192,14 @@ def test_a_queued_job_starts_by_itself_when_the_one_before_it_ends(
             [SCRIPT, "queue", CLUSTER, "--watch", "--every", "5"], env=cluster.env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        threading.Thread(target=_read_lines, args=(watch, stamps), daemon=True).start()
+        stamp_lines(watch, stamps)
         freed = f"job {x}: released; its GPUs are free"
         free = wait_for(
             f"{x} released by the watch",
             lambda: next((t for t, line in stamps if line == freed), None),
             1200,
         )
-        wait_for(f"{y}'s first step", lambda: steps_of(y) or None, 900, 1)
+        wait_for(f"{y}'s first step", lambda: tutorial_steps(y) or None, 900, 1)
         to_step = time.time() - free
         listed = job_cli(cluster, "list").splitlines()
         row = next(line.split() for line in listed if line.startswith(x + " "))
@@ -210,8 +213,7 @@ def test_a_queued_job_starts_by_itself_when_the_one_before_it_ends(
             watch.wait(30)
         cluster.record(*(line for _, line in stamps))
         for name in (y, x):
-            if command.stack_file(name).exists():
-                command.remove(name, env=cluster.env, out=cluster.record)
+            remove_job(cluster, name)
     report["figure"] = (
         f"{y} queued behind {x} on {hosts}; {x} finished and released by the watch, "
         f"{y}'s first step {to_step:.0f} s after {x}'s GPUs were free "
@@ -221,17 +223,3 @@ def test_a_queued_job_starts_by_itself_when_the_one_before_it_ends(
         f"scripts/job submit DIR --name {x} --hosts {hosts} --gpus-per-node 8 -- ...; the same "
         f"for {y} with --gpus-per-node 1; scripts/job queue {CLUSTER} --watch --every 5"
     )
-
-
-def steps_of(job: str) -> list[int]:
-    """The steps job `job`'s rank 0 printed so far (the tutorial's `step N loss X`)."""
-    log = shared("logs", job, "launcher.log")
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return [int(m) for m in _STEP.findall(text)]
-
-
-def _read_lines(proc: subprocess.Popen[str], into: list[tuple[float, str]]) -> None:
-    """Each line `proc` prints, with the time it came, into `into`."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        into.append((time.time(), line.rstrip("\n")))

@@ -3,13 +3,16 @@ two fake models and two counts (lab-h1..h4 8 x `fake-a`, lab-h5..h8 4 x `fake-b`
 spare lab-h9 8 x `fake-a`), the lab8 config with each host's own `gpus`, as a cluster
 stack. A job asking for `fake-b` lands only on `fake-b` hosts, though `fake-a` hosts
 have more GPUs free; what no host of a model can ever hold is refused before anything
-is written, naming the job, the shortfall and what the cluster has. Each test records a
-row of the table `scripts/acceptance` prints (tests/acceptance/report.py).
+is written, naming the job, the shortfall and what the cluster has. A queued job starts
+by itself though a host that ran a watch of the queue is lost while it held the lock.
+Each test records a row of the table `scripts/acceptance` prints
+(tests/acceptance/report.py).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,13 +23,23 @@ import pytest
 
 from harness.configs import HOSTS as HOSTS_KEY
 from harness.configs import lab8_config
+from harness.jobs import remove_job
 from harness.lab import lab_cli, lab_status, tasks_of
 from harness.stack import Pulumi, Stack
-from harness.waits import wait_for
+from harness.waits import stamp_lines, wait_for
 from infra.layout import training_service_names
 from jobs import command
-from tests.acceptance.conftest import HOSTS, JOB_SCRIPT, job_cli, job_cluster, tutorial_copy
-from tests.acceptance.test_lab8_script import COMMAND, steps_of
+from jobs.lock import HOLDER_LABEL, LOCK_NAME, try_lock
+from lab.config import netns_name, veth_name
+from tests.acceptance.conftest import (
+    HOSTS,
+    JOB_SCRIPT,
+    TUTORIAL_COMMAND,
+    job_cli,
+    job_cluster,
+    tutorial_copy,
+    tutorial_steps,
+)
 from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
@@ -91,9 +104,9 @@ def test_a_job_asking_for_a_model_lands_only_on_its_hosts(
     t0 = time.monotonic()
     job_cli(cluster, "submit", str(code), "--name", JOB, "--cluster", CLUSTER,
             "--nodes", "2", "--gpus-per-node", "4", "--gpu-model", "fake-b",
-            "--", *COMMAND)  # fmt: skip
+            "--", *TUTORIAL_COMMAND)  # fmt: skip
     try:
-        wait_for(f"{JOB}'s first step", lambda: steps_of(JOB) or None, 900, 2)
+        wait_for(f"{JOB}'s first step", lambda: tutorial_steps(JOB) or None, 900, 2)
         first = time.monotonic() - t0
         job = Pulumi(JOB, env=cluster.env)
         outputs = json.loads(job.run("stack", "output", "--json").stdout)
@@ -134,7 +147,7 @@ def test_what_no_host_of_the_model_can_hold_is_refused(
     name = f"{JOB}-big"
     proc = subprocess.run(
         [JOB_SCRIPT, "submit", str(code), "--name", name, "--cluster", CLUSTER,
-         "--nodes", "1", "--gpus-per-node", "8", "--gpu-model", "fake-b", "--", *COMMAND],
+         "--nodes", "1", "--gpus-per-node", "8", "--gpu-model", "fake-b", "--", *TUTORIAL_COMMAND],
         env=cluster.env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     cluster.record(proc.stdout, proc.stderr)
@@ -147,4 +160,90 @@ def test_what_no_host_of_the_model_can_hold_is_refused(
     report["command"] = (
         f"scripts/job submit DIR --name {name} --cluster {CLUSTER} --nodes 1 "
         "--gpus-per-node 8 --gpu-model fake-b -- ..."
+    )
+
+
+def test_a_queued_job_survives_the_loss_of_a_host_running_its_watch(
+    cluster: Stack, code: Path, report: dict[str, str]
+) -> None:
+    """X (the tutorial, 2 x 4 fake-b on the first two fake-b hosts) holds their GPUs; Y
+    (2 x 4 on the same hosts) is queued behind it. Two watches of the queue run, as on
+    two managers: one in lab-h2's network namespace, one in lab-h3's. lab-h3 is lost
+    while it holds the cluster's submit lock (the lock staged in its name as its last
+    renewal left it, its watch killed, its link cut), then X is stopped. With no one
+    else acting, the watch on lab-h2 waits out the dead holder's lease, takes the lock
+    and starts Y, which trains."""
+    x, y = f"{JOB}-wx", f"{JOB}-wy"
+    hosts = ",".join(B_HOSTS[:2])
+    long = [*TUTORIAL_COMMAND[:5], "--steps", "100000000", "--save_interval", "1000"]
+    dead = f"the queue of {CLUSTER} on lab-h3"
+    stamps: dict[int, list[tuple[float, str]]] = {2: [], 3: []}
+    watches: dict[int, subprocess.Popen[str]] = {}
+    api = command.leader_api(command.cluster_settings(CLUSTER))
+    cut = False
+    try:
+        job_cli(cluster, "submit", str(code), "--name", x, "--cluster", CLUSTER, "--hosts", hosts,
+                "--gpus-per-node", "4", "--", *long)  # fmt: skip
+        said = job_cli(cluster, "submit", str(code), "--name", y, "--cluster", CLUSTER,
+                       "--hosts", hosts, "--gpus-per-node", "4",
+                       "--", *TUTORIAL_COMMAND)  # fmt: skip
+        assert f"job {y} reserved: #1 on {CLUSTER}; " in said, said
+        for i in stamps:
+            watches[i] = subprocess.Popen(
+                ["ip", "netns", "exec", netns_name(i), JOB_SCRIPT, "queue", CLUSTER,
+                 "--watch", "--every", "5"],
+                env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            stamp_lines(watches[i], stamps[i])
+        wait_for("both watches' first pass", lambda: all(len(v) >= 2 for v in stamps.values()), 300)
+
+        # Made as a holder makes it, once no pass holds it: expiring a lease from now.
+        wait_for(
+            "the lock staged in lab-h3's name",
+            lambda: isinstance(try_lock(api, dead, time.time()), str),
+            300,
+            0.2,
+        )
+        watches[3].kill()
+        subprocess.run(["ip", "link", "set", veth_name(3), "down"], check=True)
+        cut, t_lost = True, time.time()
+        job_cli(cluster, "stop", x)
+        free = time.time()
+        admitted = wait_for(
+            f"{y} started by the watch on lab-h2",
+            lambda: next((t for t, ln in stamps[2] if ln.startswith(f"job {y}: admitted on ")),
+                         None),
+            900,
+        )  # fmt: skip
+        wait_for(f"{y}'s first step", lambda: tutorial_steps(y) or None, 900, 1)
+        to_step = time.time() - free
+        lines = [ln for _, ln in stamps[2]]
+        taken = f"the cluster's submit lock of {dead} has expired: taking it"
+        took = next((t for t, ln in stamps[2] if ln == taken), None)
+        assert took is not None, lines[-20:]
+        assert t_lost <= took <= admitted, (t_lost, took, admitted)
+        watches[2].send_signal(signal.SIGTERM)
+        assert watches[2].wait(300) == 0, lines[-20:]
+    finally:
+        if cut:
+            subprocess.run(["ip", "link", "set", veth_name(3), "up"], check=True)
+        for w in watches.values():
+            if w.poll() is None:
+                w.kill()
+                w.wait(30)
+        for i, v in stamps.items():
+            cluster.record(*(f"[watch on lab-h{i}] {ln}" for _, ln in v))
+        for name in (y, x):
+            remove_job(cluster, name)
+        for held in api.configs(filters={"name": LOCK_NAME}):
+            if (held.get("Spec") or {}).get("Labels", {}).get(HOLDER_LABEL) == dead:
+                api.remove_config(held["ID"])
+    report["figure"] = (
+        f"lab-h3 lost holding the lock; {x} stopped; the watch on lab-h2 took the lock "
+        f"{took - t_lost:.0f} s after the loss (its lease) and started {y}: first step "
+        f"{to_step:.0f} s after {x}'s GPUs were free"
+    )
+    report["command"] = (
+        f"scripts/job queue {CLUSTER} --watch --every 5, in lab-h2's and lab-h3's "
+        f"namespaces; lab-h3 cut (ip link set {veth_name(3)} down); scripts/job stop {x}"
     )

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +33,10 @@ from pulumi import automation as auto
 
 from harness import ROOT
 from harness.configs import dev_config
+from harness.jobs import remove_job
 from harness.lab import client, logged_steps, service_versions, shared
 from harness.stack import Pulumi, Stack
-from harness.waits import wait_for
+from harness.waits import stamp_lines, wait_for
 from infra.config import stack_file_values, stack_file_yaml
 from infra.layout import PROJECT, training_service_names
 from infra.providers.queue import entry_name
@@ -111,8 +111,7 @@ def jobs(cluster: Stack, code: Path) -> Iterator[dict[str, list[str]]]:
         yield said
     finally:
         for name in (JOB_B, JOB_A):
-            if command.stack_file(name).exists():
-                command.remove(name, env=cluster.env, out=said[name].append)
+            remove_job(cluster, name, said[name].append)
         cluster.record(*said[JOB_A], *said[JOB_B])
 
 
@@ -199,8 +198,7 @@ def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
         [str(ROOT / "scripts" / "job"), "queue", CLUSTER, "--watch", "--every", "5"],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    reader = threading.Thread(target=_read_lines, args=(watch, stamps), daemon=True)
-    reader.start()
+    reader = stamp_lines(watch, stamps)
     try:
         command.submit(spec(JOB_C, code), env=cluster.env, out=said.append)
         assert f"job {JOB_C} " in said[-1] and " #1 on " in said[-1], said[-3:]
@@ -230,16 +228,8 @@ def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
         if watch.poll() is None:
             watch.kill()
             watch.wait(30)
-        if command.stack_file(JOB_C).exists():
-            command.remove(JOB_C, env=cluster.env, out=said.append)
+        remove_job(cluster, JOB_C, said.append)
         cluster.record(*said, *(ln for _, ln in stamps))
-
-
-def _read_lines(proc: subprocess.Popen[str], into: list[tuple[float, str]]) -> None:
-    """Each line `proc` prints, with the time it came, into `into`."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        into.append((time.time(), line.rstrip("\n")))
 
 
 def test_a_job_larger_than_the_cluster_is_refused_at_preview_by_name(
