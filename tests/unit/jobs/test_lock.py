@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from harness.waits import wait_for
 from infra.config import ConfigError
 from jobs import lock
 
@@ -183,7 +183,8 @@ def test_the_holder_renews_its_lease_while_the_block_runs(api: FakeApi) -> None:
     with lock.submit_lock({"url": "x"}, "submit of a", print, hold_s=50, clock=clock, renew_s=0.01):
         (held,) = api.configs_by_id.values()
         clock.now = 5000.0
-        wait_until(lambda: held["Spec"]["Labels"][lock.EXPIRES_LABEL] == "5050")
+        wait_for("the renewal", lambda: held["Spec"]["Labels"][lock.EXPIRES_LABEL] == "5050",
+                 5, 0.005)  # fmt: skip
         assert held["Spec"]["Labels"][lock.HOLDER_LABEL] == "submit of a"
     assert api.configs_by_id == {}
 
@@ -223,14 +224,6 @@ def test_a_lost_lease_is_said_once_and_the_block_goes_on(api: FakeApi) -> None:
     said: list[str] = []
     with lock.submit_lock({"url": "x"}, "submit of a", said.append, renew_s=0.01):
         api.configs_by_id.clear()
-        wait_until(lambda: bool(said))
+        wait_for("the lost lease said", lambda: said, 5, 0.005)
         time.sleep(0.05)
     assert said == ["the cluster's submit lock could not be renewed: it is gone"]
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll `cond` (the lease's thread runs on its own) until it holds, else fail."""
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "the lease's thread did not get there in time"
-        time.sleep(0.005)
