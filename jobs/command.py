@@ -37,6 +37,7 @@ from infra.providers.hostops import HostError
 from infra.providers.queue import Entry, list_entries
 from jobs.leader import leader_api as leader_api
 from jobs.leader import leader_ssh as leader_ssh
+from jobs.leader import reached as reached
 from jobs.lock import holder_name as holder_name
 from jobs.lock import submit_lock as submit_lock
 from jobs.master import host_path as host_path
@@ -45,7 +46,7 @@ from jobs.master import logs_command as logs_command
 from jobs.master import metrics_script as metrics_script
 from jobs.master import on_master as on_master
 from jobs.master import task_address as task_address
-from jobs.placement import queued_hosts
+from jobs.placement import holds_gpus, queued_hosts
 from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish
 from jobs.record import read_record
@@ -88,6 +89,9 @@ class JobSpec:
     """training.placement with `hosts`: `named` (default) or `planned`."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """More `training` keys, as `--set key=json` gives them."""
+    manager: str | None = None
+    """The cluster manager the job goes through (`manager`); written only when set:
+    `submit` sets it when the cluster's first manager does not answer."""
 
     def training(self) -> dict[str, Any]:
         """The job's `training` section: what the spec sets, nothing else (the rest is
@@ -129,7 +133,33 @@ def job_settings(name: str) -> StackConfig:
 
 def _raw(spec: JobSpec) -> dict[str, Any]:
     """The job stack file's values for `spec`."""
-    return {"kind": "job", "cluster": spec.cluster, "training": spec.training()}
+    return job_values(spec.cluster, spec.training(), spec.manager)
+
+
+def job_values(cluster: Any, training: Mapping[str, Any], manager: Any = None) -> dict[str, Any]:
+    """A job stack file's values: its cluster, its `training`, and its `manager` when
+    it has one (a job without one goes through its cluster's first manager)."""
+    out = {"kind": "job", "cluster": cluster, "training": dict(training)}
+    return {**out, "manager": manager} if manager else out
+
+
+def kept_manager(name: str, cluster: StackConfig, swarm: SwarmGpus) -> str | None:
+    """The manager job `name` goes through after a submit: the one its file names while
+    it may have services (a running job keeps its way in: its services, roster and
+    launch were made through it); else, new, queued, released or a GPU job holding no
+    GPU (stopped), the one `cluster` reached (None: its first). A CPU job in its full
+    form keeps its file's: nothing tells whether it runs."""
+    path = stack_file(name)
+    if not path.exists():
+        return cluster.manager
+    try:
+        old = job_settings(name)
+    except ConfigError:  # a file the submit replaces: nothing was made by it
+        return cluster.manager
+    idle = old.queued or old.training.released is not None
+    if idle or (old.training.gpus_per_node and not holds_gpus(swarm, name)):
+        return cluster.manager
+    return old.manager
 
 
 def leader_gpus(cfg: StackConfig) -> SwarmGpus:
@@ -189,13 +219,13 @@ def write_job(spec: JobSpec) -> Path:
 
 
 def parsed(name: str, raw: Mapping[str, Any]) -> StackConfig:
-    """Job `name`'s stack file values `raw` (kind, cluster, training) validated with its
+    """Job `name`'s stack file values `raw` (`job_values`) validated with its
     cluster's. ConfigError: why not."""
     return parse_job(dict(raw), name, ROOT)
 
 
 def write_values(name: str, raw: Mapping[str, Any]) -> Path:
-    """`write_job` for the stack file's values `raw` (kind, cluster, training)."""
+    """`write_job` for the stack file's values `raw` (`job_values`)."""
     parsed(name, raw)
     path = stack_file(name)
     text = render_stack_file({f"{PROJECT}:{k}": v for k, v in raw.items()})
@@ -225,11 +255,12 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     (jobs/placement.py `queued_hosts`); admitted, its full form; else its queued form
     (`training.queued`: its entry, no GPU), its place and reason printed and written
     into the entries. Nothing is written when the config is refused."""
-    cluster = cluster_settings(spec.cluster)
+    cluster = reached(cluster_settings(spec.cluster), out)
     with cluster_lock(cluster, holder_name(spec.name), out):
         swarm = leader_gpus(cluster)
         api = leader_api(cluster)
         spec, adm = placed(spec, cluster, swarm, list_entries(api))
+        spec = replace(spec, manager=kept_manager(spec.name, cluster, swarm))
         waits = adm is not None and adm.verdict(spec.name).state != "admitted"
         if waits:
             spec = replace(spec, extra={**spec.extra, "queued": {"revision": revision(ROOT)}})
@@ -272,8 +303,8 @@ def cluster_settings(cluster: str) -> StackConfig:
 def cluster_gpus(cluster: str) -> list[GpuRow]:
     """Each host of cluster stack `cluster`, in its file's order: the GPUs its leader
     says are free now and the tasks holding the rest (what a job's submit is checked
-    against, infra/providers/fit.py). ConfigError when the leader does not answer."""
-    cfg = cluster_settings(cluster)
+    against, infra/providers/fit.py). ConfigError when no manager answers."""
+    cfg = reached(cluster_settings(cluster))
     swarm = leader_gpus(cfg)
     spares = {h.name for h in cfg.spares}
     return [
@@ -306,7 +337,7 @@ def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> li
     for name in job_names():
         cfg = job_settings(name)
         if cfg.queued:  # no run yet: where it stands in its cluster's queue
-            rows.append(queued_row(name, cfg, queues, leader_api))
+            rows.append(queued_row(name, cfg, queues, lambda c: leader_api(reached(c))))
             continue
         if cfg.training.released is not None:  # its run ended: the verdict its file keeps
             rows.append(released_row(name, cfg, cfg.training.released))

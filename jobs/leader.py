@@ -1,21 +1,35 @@
 """The cluster's leader as the job command reaches it: its SSH settings and its Docker
-API (the submit lock, the GPUs held, the queue's entries are all read there)."""
+API (the submit lock, the GPUs held, the queue's entries are all read there).
+
+The way in is the first of the cluster's managers that answers (`reached`): the job's
+own `manager` first, else the cluster's first manager, then the others in the file's
+order. Raft keeps the queue's entries, the lock and the tasks on every manager, so a
+pass or a submit goes on through another manager while one is lost (docs/jobs.md,
+"When a manager is lost")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from infra.components.swarm import endpoint
-from infra.config import ConfigError, StackConfig
+from infra.config import ConfigError, Host, StackConfig
 from infra.providers.hostops import HostError, docker_client
+from infra.providers.reach import last_line
 
 
 def leader_ssh(cfg: StackConfig) -> dict[str, Any] | None:
     """The cluster leader's SSH settings from the stack files (the key, known_hosts and
     jump host of its `ssh:` block), for its Docker client; None: not ssh://."""
-    if not cfg.leader.docker_host.startswith("ssh://"):
+    return host_ssh(cfg, cfg.leader)
+
+
+def host_ssh(cfg: StackConfig, host: Host) -> dict[str, Any] | None:
+    """`host`'s SSH settings from the stack files, for its Docker client; None: not
+    ssh://."""
+    if not host.docker_host.startswith("ssh://"):
         return None
-    return cfg.ssh_for(cfg.leader).props()
+    return cfg.ssh_for(host).props()
 
 
 def leader_api(cfg: StackConfig) -> Any:
@@ -24,3 +38,43 @@ def leader_api(cfg: StackConfig) -> Any:
         return docker_client(endpoint(cfg.leader), leader_ssh(cfg)).api
     except HostError as e:
         raise ConfigError([f"the cluster's queue could not be read: {e}"]) from None
+
+
+def _silent(_line: str) -> None:
+    return None
+
+
+def answers(cfg: StackConfig, host: Host) -> str | None:
+    """None when `host`'s engine answers as a manager of a swarm with a leader (its nodes
+    list: a worker, or a manager without quorum, refuses it); else the last word of why
+    not."""
+    try:
+        docker_client(endpoint(host), host_ssh(cfg, host)).api.nodes()
+    except Exception as e:  # any failure: this manager is no way in, the next is asked
+        return last_line(e)
+    return None
+
+
+def reached(
+    cfg: StackConfig,
+    out: Callable[[str], Any] = _silent,
+    probe: Callable[[StackConfig, Host], str | None] = answers,
+) -> StackConfig:
+    """`cfg` going through the first of its cluster's managers that answers (module
+    doc): as it is when its leader answers; else a copy whose `manager` is the one that
+    does, each one passed over said through `out`. ConfigError: no manager answers,
+    naming each and why."""
+    order = [cfg.leader, *[h for h in cfg.managers if h.name != cfg.leader.name]]
+    why: list[str] = []
+    for host in order:
+        said = probe(cfg, host)
+        if said is None:
+            if host.name == cfg.leader.name:
+                return cfg
+            out(f"cluster {cfg.cluster}: through manager {host.name} ({'; '.join(why)})")
+            return cfg.model_copy(update={"manager": host.name})
+        why.append(f"{host.name} ({host.docker_host}) does not answer: {said}")
+    raise ConfigError(
+        [f"cluster {cfg.cluster}: no manager answers: {'; '.join(why)}; allowed: a cluster "
+         "with a manager that answers (the swarm keeps a leader while most managers do)"]
+    )  # fmt: skip

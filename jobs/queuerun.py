@@ -29,7 +29,9 @@ from jobs.release import release_ended
 
 def queue_table(cluster: str) -> list[str]:
     """What `job queue CLUSTER` prints, read from the entries on its leader."""
-    return queue_lines(list_entries(command.leader_api(command.cluster_settings(cluster))))
+    return queue_lines(
+        list_entries(command.leader_api(command.reached(command.cluster_settings(cluster))))
+    )
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,11 @@ class CannotStart(Exception):
     """An admitted job that cannot start from this checkout: the line saying why."""
 
 
-def _full_form(job: str, placement: Placement) -> str:
-    """Write job `job`'s stack file in its full form on `placement`; the file's text as
-    it was (to put back when the `up` fails). CannotStart: not from this checkout."""
+def _full_form(job: str, placement: Placement, manager: str | None) -> str:
+    """Write job `job`'s stack file in its full form on `placement`, going through
+    `manager` (None: the cluster's first; a queued job holds nothing made through the
+    one it named before); the file's text as it was (to put back when the `up` fails).
+    CannotStart: not from this checkout."""
     path = command.stack_file(job)
     where = ", ".join(placement.hosts)
     if not path.exists():
@@ -69,18 +73,23 @@ def _full_form(job: str, placement: Placement) -> str:
     named = training.get("hosts") and training.get("placement") != "planned"
     training["hosts"] = list(placement.hosts)
     training["placement"] = "named" if named else "planned"
-    raw = {"kind": "job", "cluster": values.get("cluster"), "training": training}
-    command.write_values(job, raw)
+    command.write_values(job, command.job_values(values.get("cluster"), training, manager))
     return text
 
 
 def start(
-    job: str, placement: Placement, env: Mapping[str, str] | None, out: command.Printer
+    job: str,
+    placement: Placement,
+    env: Mapping[str, str] | None,
+    out: command.Printer,
+    manager: str | None = None,
 ) -> None:
-    """Start admitted job `job`: its full form and `up` (module doc). CannotStart: not
-    from this checkout. A failed `up` puts the queued file back and raises."""
-    old = _full_form(job, placement)
-    out(f"job {job}: admitted on {', '.join(placement.hosts)}; pulumi up")
+    """Start admitted job `job` through `manager` (the pass's; None: the cluster's
+    first): its full form and `up` (module doc). CannotStart: not from this checkout. A
+    failed `up` puts the queued file back and raises."""
+    old = _full_form(job, placement, manager)
+    through = f" through manager {manager}" if manager else ""
+    out(f"job {job}: admitted on {', '.join(placement.hosts)}; pulumi up{through}")
     try:
         result = command.workspace_stack(job, env).up(on_output=out, color="never")
     except BaseException:
@@ -92,12 +101,17 @@ def start(
 
 
 def queue_pass(
-    cluster: str, env: Mapping[str, str] | None = None, out: command.Printer = print
+    cluster: str,
+    env: Mapping[str, str] | None = None,
+    out: command.Printer = print,
+    way: command.Printer | None = None,
 ) -> Pass:
     """One pass over cluster `cluster`: release its ended runs, admit, start (module
-    doc); what it did as it went through `out`, the rest in the result. ConfigError:
-    the leader does not answer, or the lock is not had; a failed start's error."""
-    cfg = command.cluster_settings(cluster)
+    doc); what it did as it went through `out` (through `way`, when given, the line
+    naming the manager it went through when not the cluster's first), the rest in the
+    result. ConfigError: no manager answers, or the lock is not had; a failed start's
+    error."""
+    cfg = command.reached(command.cluster_settings(cluster), way or out)
     standing: dict[str, str] = {}
     started: list[str] = []
     holder = command.holder_name(f"the queue of {cluster}")
@@ -112,7 +126,7 @@ def queue_pass(
         record(api, adm)
         for job, placement in adm.admitted.items():
             try:
-                start(job, placement, env, out)
+                start(job, placement, env, out, cfg.manager)
                 started.append(job)
             except CannotStart as why:
                 standing[job] = str(why)

@@ -13,7 +13,9 @@ the job or host its error names, and the next pass comes as usual.
 What it prints is what changed: each release and start as it happens (and the
 engine's lines of their `up`), a job's place or reason when it differs from the last
 pass's, a failure when it is not the last pass's, and that passes work again after
-one failed. A job that waits as it waited is not said again.
+one failed; the manager a pass went through when the cluster's first does not answer,
+when it is not the last pass's (and when the first answers again). A job that waits as
+it waited is not said again.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class Said:
 
     standing: dict[str, str] = field(default_factory=dict)
     failure: str = ""
+    way: str = ""
+    """The manager line of the last pass that went through another manager than the
+    cluster's first (jobs/leader.py `reached`), "" once a pass went through the first."""
 
     def news(self, standing: Mapping[str, str]) -> list[str]:
         """The lines of `standing` that differ from the last pass's (kept for the next)."""
@@ -85,14 +90,25 @@ def wait(stop: Stop, seconds: float, sleep: Callable[[float], object]) -> None:
 
 def one_pass(cluster: str, said: Said, out: command.Printer) -> None:
     """One pass, saying what changed (module doc); a failure said, never raised."""
+    ways: list[str] = []
+
+    def way(line: str) -> None:
+        if line != said.way:
+            out(line)
+        said.way = line
+        ways.append(line)
+
     try:
-        done = queuerun.queue_pass(cluster, out=out)
+        done = queuerun.queue_pass(cluster, out=out, way=way)
     except Exception as err:  # any failure of one pass: said, and the next pass tries again
         line = f"cluster {cluster}: the pass failed: {failure_words(err)}"
         if line != said.failure:
             out(line)
         said.failure = line
         return
+    if not ways and said.way:
+        out(f"cluster {cluster}: through its first manager again")
+        said.way = ""
     if said.failure:
         out(f"cluster {cluster}: the pass works again")
         said.failure = ""

@@ -63,11 +63,11 @@ def verdict_of(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def released_values(values: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
-    """Job stack file values `values` (kind, cluster, training) in the released form:
-    `training.released` the verdict of run record `run`, every other key kept (its
-    hosts too: a planned job is planned afresh by its next submit, as a stopped one)."""
+    """Job stack file values `values` in the released form: `training.released` the
+    verdict of run record `run`, every other key kept (its hosts too: a planned job is
+    planned afresh by its next submit, as a stopped one; its manager)."""
     training = {**dict(values.get("training") or {}), "released": verdict_of(run)}
-    return {"kind": "job", "cluster": values.get("cluster"), "training": training}
+    return command.job_values(values.get("cluster"), training, values.get("manager"))
 
 
 def ended_run(job: str, env: Mapping[str, str] | None) -> dict[str, Any] | None:

@@ -98,7 +98,7 @@ def resize(
     if nodes == len(before):
         out(f"job {name}: already on {nodes} node(s) ({', '.join(before)}); nothing to do")
         return {}
-    cluster = command.cluster_settings(str(values.get("cluster")))
+    cluster = command.reached(command.cluster_settings(str(values.get("cluster"))), out)
     with command.cluster_lock(cluster, command.holder_name(name), out):
         swarm = command.leader_gpus(cluster)
         t = cfg.training
@@ -112,7 +112,7 @@ def resize(
             waiting = waiting_jobs(list_entries(command.leader_api(cluster)), name)
             hosts = resized_hosts(ask, before, host_slots(cluster), _free(swarm, name), waiting)
             training["hosts"] = hosts
-        raw = {"kind": "job", "cluster": values.get("cluster"), "training": training}
+        raw = command.job_values(values.get("cluster"), training, values.get("manager"))
         resized = command.parsed(name, raw)
         command.check_gpus(resized, swarm)
         command.write_values(name, raw)

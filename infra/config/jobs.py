@@ -1,7 +1,8 @@
 """A job stack's configuration: its own `training` over its cluster stack's file.
 
-A job stack file holds `kind: job`, `cluster` (the cluster stack's name) and
-`training`. Everything else a job needs to place and launch its tasks (hosts, the
+A job stack file holds `kind: job`, `cluster` (the cluster stack's name),
+`training`, and `manager` where the job goes through another of the cluster's managers
+than its first. Everything else a job needs to place and launch its tasks (hosts, the
 network, preflight, monitoring, the secrets' names, the image settings) is the
 cluster's and is read from the cluster's stack file in this project, never copied: a
 job follows its cluster's file as the repository has it. The cluster's `training`
@@ -18,12 +19,13 @@ from typing import Any
 from infra.command import CommandError, split_command
 from infra.config.stackfile import stack_file_values
 
-JOB_KEYS = ("kind", "cluster", "training")
+JOB_KEYS = ("kind", "cluster", "manager", "training")
 """The keys a job stack's file may hold."""
-CLUSTER_ONLY = ("kind", "training", "secrets", "jupyter")
+CLUSTER_ONLY = ("kind", "training", "secrets", "jupyter", "manager")
 """The cluster's keys a job does not take as they are (its kind, its job defaults,
-its secret values, what only the cluster deploys). A job takes the cluster's
-`monitoring` as it is: its ranks serve metrics when the cluster's Prometheus scrapes."""
+its secret values, what only the cluster deploys, a job's own `manager`). A job takes
+the cluster's `monitoring` as it is: its ranks serve metrics when the cluster's
+Prometheus scrapes."""
 
 
 def job_names(project_dir: Path, cluster: str | None = None) -> list[str]:
@@ -112,6 +114,8 @@ def job_config(
     defaults = command_defaults(cluster.get("training") or {}, training)
     raw["training"] = merged(defaults, {**training, "run_name": stack})
     raw["kind"], raw["cluster"] = "job", name
+    if job.get("manager") is not None:
+        raw["manager"] = job["manager"]
     # Only the secrets' names: their values stay encrypted in the cluster's file and
     # in the swarm; the job mounts them by the ids the cluster exports.
     secrets = cluster.get("secrets") or {}

@@ -32,12 +32,16 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, Updat
 
 from infra.providers.boundary import BoundaryProvider, diff_keys
 from infra.providers.hostops import HostError, docker_client, ssh_of, update_config
+from infra.providers.reach import is_transport
 
 ENTRY_PREFIX = "dss-queue."
 LABEL = "dss.queue."
 LABELS = ("priority", "since", "ask", "state", "hosts", "by", "beat", "position", "reason")
 RESERVED_BEFORE = "before"
 KEYS = ("leader_endpoint", "job", "cluster", "priority", "ask", "data")
+NO_LEADER = "does not have a leader"
+"""What a manager's engine says of a swarm it cannot reach the leader of (Raft without
+quorum where it stands): another manager may."""
 """The inputs; a change of `priority` or `ask` is a label update, of `data` a remake."""
 OUTPUTS = ("name", "since", "state", "position", "reason", "hosts")
 CAS_TRIES = 5
@@ -264,15 +268,39 @@ class QueueEntryProvider(BoundaryProvider):
                          delete_before_replace=True)  # fmt: skip
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        api = _api(props)
-        entry = find_entry(api, props["job"])
-        if entry is None:
-            return
         try:
-            api.remove_config(entry.id)
+            _remove_entry(_api(props), props["job"])
         except Exception as e:
-            if _status(e) != 404:  # gone meanwhile: as wanted
+            if not (is_transport(e) or NO_LEADER in str(e)):
                 raise
+            # The manager it was made through is lost, or cut off from the swarm's
+            # leader: the entry is in Raft, on every manager; the job starts through
+            # another (jobs/leader.py `reached`).
+            for ep in _other_engines(props):
+                try:
+                    _remove_entry(docker_client(ep, ssh_of(props, ep)).api, props["job"])
+                except Exception:  # not a manager, or not reachable either: the next
+                    continue
+                return
+            raise
+
+
+def _remove_entry(api: Any, job: str) -> None:
+    entry = find_entry(api, job)
+    if entry is None:
+        return
+    try:
+        api.remove_config(entry.id)
+    except Exception as e:
+        if _status(e) != 404:  # gone meanwhile: as wanted
+            raise
+
+
+def _other_engines(props: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The engines of the cluster's other ssh:// hosts, in its file's order (the SSH
+    settings the program gave, by URL); a tcp:// cluster gives none."""
+    made_through = str(props["leader_endpoint"].get("url"))
+    return [{"url": url} for url in props.get("ssh_hosts") or {} if url != made_through]
 
 
 def _kept(old: Entry | None) -> dict[str, str]:

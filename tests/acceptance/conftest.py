@@ -101,6 +101,13 @@ def job_cli(cluster: Stack, *args: str, timeout: int = 900) -> str:
     return proc.stdout
 
 
+def clear_job_files(job: str) -> None:
+    """Job `job`'s checkpoints, logs and run files on the lab's data dir, removed (a
+    run of an earlier session must not pass for this one's)."""
+    for sub in ("checkpoints", "logs", ".dss"):
+        shutil.rmtree(shared(sub, job), ignore_errors=True)
+
+
 @contextlib.contextmanager
 def job_cluster(
     make_stack: MakeStack, name: str, config: dict[str, Any], job: str
@@ -108,8 +115,7 @@ def job_cluster(
     """Cluster stack `name` with `config` (a cluster, no run of its own), up, with job
     `job`'s checkpoints, logs and run files cleared first; the job removed afterwards
     in any case (make_stack then destroys the cluster)."""
-    for sub in ("checkpoints", "logs", ".dss"):
-        shutil.rmtree(shared(sub, job), ignore_errors=True)
+    clear_job_files(job)
     s = make_stack(name, {**config, "deepspeed-swarm:kind": "cluster"}, {"wandb_api_key": SECRET})
     s.pulumi("up", "--yes", "--skip-preview")
     try:

@@ -4,7 +4,8 @@ spare lab-h9 8 x `fake-a`), the lab8 config with each host's own `gpus`, as a cl
 stack. A job asking for `fake-b` lands only on `fake-b` hosts, though `fake-a` hosts
 have more GPUs free; what no host of a model can ever hold is refused before anything
 is written, naming the job, the shortfall and what the cluster has. A queued job starts
-by itself though a host that ran a watch of the queue is lost while it held the lock.
+by itself though a host that ran a watch of the queue is lost while it held the lock,
+and through another manager when the cluster's first is lost.
 Each test records a row of the table `scripts/acceptance` prints
 (tests/acceptance/report.py).
 """
@@ -27,14 +28,16 @@ from harness.jobs import remove_job
 from harness.lab import lab_cli, lab_status, tasks_of
 from harness.stack import Pulumi, Stack
 from harness.waits import stamp_lines, wait_for
+from infra.config import stack_file_values
 from infra.layout import training_service_names
-from jobs import command
+from jobs import command, leader
 from jobs.lock import HOLDER_LABEL, LOCK_NAME, try_lock
 from lab.config import netns_name, veth_name
 from tests.acceptance.conftest import (
     HOSTS,
     JOB_SCRIPT,
     TUTORIAL_COMMAND,
+    clear_job_files,
     job_cli,
     job_cluster,
     tutorial_copy,
@@ -163,6 +166,40 @@ def test_what_no_host_of_the_model_can_hold_is_refused(
     )
 
 
+def _free_rows(cluster: Stack, hosts: list[str], model: str, gpus: int) -> Any:
+    """`job gpus`' rows when each of `hosts` has all its `gpus` GPUs of `model` free,
+    else None."""
+    rows = _gpus_rows(cluster)
+    free = [model, str(gpus), "of", str(gpus)]
+    return rows if all(rows.get(h, [])[1:5] == free for h in hosts) else None
+
+
+def _rejoin(i: int) -> None:
+    """lab-h<i>'s link up again, then every manager answering: a manager back from a
+    cut may start an election (its term moved on while it was alone), and the swarm has
+    no leader until one is made (the cleanup removes jobs through their managers)."""
+    subprocess.run(["ip", "link", "set", veth_name(i), "up"], check=True)
+    settings = command.cluster_settings(CLUSTER)
+    wait_for(
+        "every manager answering (the swarm has a leader)",
+        lambda: all(leader.answers(settings, m) is None for m in settings.managers),
+        300,
+        1,
+    )
+
+
+def _queued_behind(cluster: Stack, code: Path, x: str, y: str) -> None:
+    """X (the tutorial for ever, 2 x 4 on the first two fake-b hosts) holds their GPUs;
+    Y (the tutorial, the same hosts) is submitted and reserved behind it."""
+    hosts = ",".join(B_HOSTS[:2])
+    long = [*TUTORIAL_COMMAND[:5], "--steps", "100000000", "--save_interval", "1000"]
+    job_cli(cluster, "submit", str(code), "--name", x, "--cluster", CLUSTER, "--hosts", hosts,
+            "--gpus-per-node", "4", "--", *long)  # fmt: skip
+    said = job_cli(cluster, "submit", str(code), "--name", y, "--cluster", CLUSTER,
+                   "--hosts", hosts, "--gpus-per-node", "4", "--", *TUTORIAL_COMMAND)  # fmt: skip
+    assert f"job {y} reserved: #1 on {CLUSTER}; " in said, said
+
+
 def test_a_queued_job_survives_the_loss_of_a_host_running_its_watch(
     cluster: Stack, code: Path, report: dict[str, str]
 ) -> None:
@@ -174,20 +211,13 @@ def test_a_queued_job_survives_the_loss_of_a_host_running_its_watch(
     else acting, the watch on lab-h2 waits out the dead holder's lease, takes the lock
     and starts Y, which trains."""
     x, y = f"{JOB}-wx", f"{JOB}-wy"
-    hosts = ",".join(B_HOSTS[:2])
-    long = [*TUTORIAL_COMMAND[:5], "--steps", "100000000", "--save_interval", "1000"]
     dead = f"the queue of {CLUSTER} on lab-h3"
     stamps: dict[int, list[tuple[float, str]]] = {2: [], 3: []}
     watches: dict[int, subprocess.Popen[str]] = {}
     api = command.leader_api(command.cluster_settings(CLUSTER))
     cut = False
     try:
-        job_cli(cluster, "submit", str(code), "--name", x, "--cluster", CLUSTER, "--hosts", hosts,
-                "--gpus-per-node", "4", "--", *long)  # fmt: skip
-        said = job_cli(cluster, "submit", str(code), "--name", y, "--cluster", CLUSTER,
-                       "--hosts", hosts, "--gpus-per-node", "4",
-                       "--", *TUTORIAL_COMMAND)  # fmt: skip
-        assert f"job {y} reserved: #1 on {CLUSTER}; " in said, said
+        _queued_behind(cluster, code, x, y)
         for i in stamps:
             watches[i] = subprocess.Popen(
                 ["ip", "netns", "exec", netns_name(i), JOB_SCRIPT, "queue", CLUSTER,
@@ -226,7 +256,7 @@ def test_a_queued_job_survives_the_loss_of_a_host_running_its_watch(
         assert watches[2].wait(300) == 0, lines[-20:]
     finally:
         if cut:
-            subprocess.run(["ip", "link", "set", veth_name(3), "up"], check=True)
+            _rejoin(3)
         for w in watches.values():
             if w.poll() is None:
                 w.kill()
@@ -246,4 +276,64 @@ def test_a_queued_job_survives_the_loss_of_a_host_running_its_watch(
     report["command"] = (
         f"scripts/job queue {CLUSTER} --watch --every 5, in lab-h2's and lab-h3's "
         f"namespaces; lab-h3 cut (ip link set {veth_name(3)} down); scripts/job stop {x}"
+    )
+
+
+def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
+    cluster: Stack, code: Path, report: dict[str, str]
+) -> None:
+    """A queued job starts through another manager when the cluster's first is lost.
+    X (the tutorial, 2 x 4 fake-b) holds its hosts' GPUs; Y (the same hosts) is queued
+    behind it. X is stopped, then lab-h1, the cluster's first manager (through which
+    every job so far was made), is lost before any pass runs. One pass from
+    lab-h2's namespace finds lab-h1 silent, goes through lab-h2 (Raft kept the queue's
+    entries and the lock on every manager), and starts Y through it: Y's file names
+    lab-h2, Y trains, and its preview through lab-h2 is a no-op while lab-h1 is still
+    lost."""
+    x, y = f"{JOB}-mx", f"{JOB}-my"
+    hosts = ", ".join(B_HOSTS[:2])
+    for name in (x, y):
+        clear_job_files(name)
+    settings = command.cluster_settings(CLUSTER)
+    second = settings.managers[1]
+    cut = False
+    try:
+        _queued_behind(cluster, code, x, y)
+        job_cli(cluster, "stop", x)
+        subprocess.run(["ip", "link", "set", veth_name(1), "down"], check=True)
+        cut, t_lost = True, time.time()
+        # Raft elects a leader among lab-h2 and lab-h3 (a few seconds).
+        wait_for("lab-h2 answering as a manager",
+                 lambda: leader.answers(settings, second) is None, 300, 1)  # fmt: skip
+        # A new Raft leader counts a node ready once its agent reports again (`unknown`
+        # until then: no GPU of it is free to a pass). `job gpus` goes through lab-h2
+        # as well: X's hosts ready and free.
+        rows = wait_for(f"{hosts} ready and free as lab-h2 sees them",
+                        lambda: _free_rows(cluster, B_HOSTS[:2], "fake-b", 4), 300, 2)  # fmt: skip
+        proc = subprocess.run(
+            ["ip", "netns", "exec", netns_name(2), JOB_SCRIPT, "queue", CLUSTER, "--run"],
+            env=cluster.env, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        cluster.record(proc.stdout, proc.stderr)
+        assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+        lines = proc.stdout.splitlines()
+        assert any(ln.startswith(f"cluster {CLUSTER}: through manager lab-h2 (lab-h1 (")
+                   for ln in lines), lines[:20]  # fmt: skip
+        started = f"job {y}: admitted on {hosts}; pulumi up through manager lab-h2"
+        assert started in lines, ("\n".join(lines[-40:]), rows)
+        assert stack_file_values(command.stack_file(y).read_text())["manager"] == "lab-h2"
+        wait_for(f"{y}'s first step", lambda: tutorial_steps(y) or None, 900, 1)
+        to_step = time.time() - t_lost
+        Pulumi(y, env=cluster.env).run("preview", "--expect-no-changes")
+    finally:
+        if cut:
+            _rejoin(1)
+        for name in (y, x):
+            remove_job(cluster, name)
+    report["figure"] = (
+        f"lab-h1 lost after {x} stopped; one pass from lab-h2 started {y} through lab-h2: "
+        f"first step {to_step:.0f} s after the loss; {y}'s preview through lab-h2 a no-op"
+    )
+    report["command"] = (
+        f"ip link set {veth_name(1)} down; in lab-h2's namespace: scripts/job queue {CLUSTER} --run"
     )

@@ -30,6 +30,7 @@ CONFIG_KEYS = (
     "monitoring",
     "kind",
     "cluster",
+    "manager",
     "ssh",
 )
 
@@ -66,10 +67,16 @@ class StackConfig(BaseModel):
     """`single`: the cluster and its one training run in one stack (every stack before
     jobs). `cluster`: the cluster only (hosts, swarm, network, secrets, image); its
     jobs are stacks of their own. `job`: one training job on the cluster stack named
-    by `cluster`; its stack file holds `kind`, `cluster` and `training` only, the rest
-    is read from the cluster's stack file. Default `single`."""
+    by `cluster`; its stack file holds `kind`, `cluster`, `training` and `manager`
+    only, the rest is read from the cluster's stack file. Default `single`."""
     cluster: str | None = None
     """A job stack's cluster stack (its name; `kind: job` only). Default none."""
+    manager: str | None = None
+    """A job stack's way into its cluster's swarm: the name of one of the cluster's
+    managers, through which its services, its queue entry and its GPU check are made and
+    read (`kind: job` only). Default: the cluster's first manager. `scripts/job` writes
+    it when it submits or starts a job while the first manager does not answer
+    (docs/jobs.md, "When a manager is lost"); a job keeps it for as long as it runs."""
 
     @field_validator("hosts")
     @classmethod
@@ -146,8 +153,10 @@ class StackConfig(BaseModel):
 
     @property
     def leader(self) -> Host:
-        """The manager that initialises the swarm and owns swarm-scoped objects."""
-        return self.managers[0]
+        """The manager that initialises the swarm and owns swarm-scoped objects; a job's:
+        the manager it names (`manager`), else its cluster's first."""
+        named = [h for h in self.managers if h.name == self.manager]
+        return named[0] if named else self.managers[0]
 
     @property
     def master(self) -> Host:

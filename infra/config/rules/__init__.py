@@ -39,6 +39,12 @@ RULES: tuple[Rule, ...] = (
         "A job stack names its cluster stack; no other kind has one.",
         kinds.job_names_its_cluster,
     ),
+    Rule(
+        "manager",
+        "error",
+        "A job's manager is one of its cluster's managers; no other kind has one.",
+        kinds.job_manager_is_a_manager,
+    ),
     Rule("hosts", "error", "Each host name and address appears once.", hosts.unique_hosts),
     Rule(
         "hosts[].role",

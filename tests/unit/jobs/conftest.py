@@ -35,6 +35,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # The queue's entries on no leader: an empty fake (never the stack file's hosts).
     queue = FakeConfigs()
     monkeypatch.setattr(command, "leader_api", lambda _cfg: queue)
+    # The cluster's first manager answers (jobs/leader.py `reached`: tests/unit/jobs/
+    # test_leader.py), never asked here.
+    monkeypatch.setattr(command, "reached", lambda cfg, *_out: cfg)
     raw = {**stack_config("dev"), "kind": "cluster"}
     text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
     (root / "Pulumi.c1.yaml").write_text(text)
@@ -47,3 +50,21 @@ def spec(project: Path, **kw: Any) -> command.JobSpec:
     """Job exp1 on cluster c1 with the code dir beside `project`, and the fields `kw`."""
     code = project.parent / "code"
     return command.JobSpec(name="exp1", cluster="c1", code_dir=code, **kw)
+
+
+def three_managers(project: Path) -> None:
+    """Cluster `c1` with lab-h2 a manager too and a third manager lab-h3 (Raft's odd
+    count): a cluster whose jobs may go through another manager than lab-h1."""
+    raw = {**stack_config("dev"), "kind": "cluster"}
+    third = {**raw["hosts"][1], "name": "lab-h3", "address": "10.213.0.13",
+             "docker_host": "ssh://root@10.213.0.13"}  # fmt: skip
+    raw["hosts"] = [raw["hosts"][0], {**raw["hosts"][1], "role": "manager"},
+                    {**third, "role": "manager"}]  # fmt: skip
+    text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
+    (project / "Pulumi.c1.yaml").write_text(text)
+
+
+def through(manager: str) -> Any:
+    """`command.reached` as a cluster whose first manager is lost answers: the settings
+    going through `manager`."""
+    return lambda cfg, *_out: cfg.model_copy(update={"manager": manager})

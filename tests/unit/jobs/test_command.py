@@ -21,7 +21,7 @@ from jobs import command
 from jobs.table import RELEASED_WORDS
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.infra.samples import stack_config
-from tests.unit.jobs.conftest import spec
+from tests.unit.jobs.conftest import spec, three_managers, through
 
 pytestmark = pytest.mark.unit
 
@@ -586,6 +586,45 @@ def test_submit_writes_named_hosts(project: Path, monkeypatch: pytest.MonkeyPatc
     free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
     t = _submitted(project, monkeypatch, free, hosts=["lab-h2", "lab-h1"])
     assert (t["hosts"], t["placement"]) == (["lab-h2", "lab-h1"], "named")
+
+
+def test_submit_goes_through_the_manager_that_answers(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster's first manager is lost: the job's file names the manager that
+    answered, and its `up` goes through it."""
+    three_managers(project)
+    monkeypatch.setattr(command, "reached", through("lab-h2"))
+    _submitted(project, monkeypatch, SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2}),
+               hosts=["lab-h1", "lab-h2"])  # fmt: skip
+    assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h2"
+    assert command.job_settings("exp1").leader.name == "lab-h2"
+
+
+def test_a_running_job_keeps_its_way_in(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose services hold GPUs keeps the manager its file names, though another
+    answered this submit: its services, roster and launch were made through it."""
+    three_managers(project)
+    command.write_job(spec(project, hosts=["lab-h1", "lab-h2"], manager="lab-h2"))
+    monkeypatch.setattr(command, "reached", through("lab-h3"))
+    held = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2},
+                     held={"lab-h1": [Holder("exp1-master", "exp1", 2)],
+                           "lab-h2": [Holder("exp1-worker", "exp1", 2)]})  # fmt: skip
+    _submitted(project, monkeypatch, held, hosts=["lab-h1", "lab-h2"])
+    assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h2"
+
+
+def test_a_stopped_job_takes_the_manager_that_answers(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU job whose file names lab-h3 but whose services hold no GPU (stopped: none
+    of its resources is left) goes through the manager this submit reached."""
+    three_managers(project)
+    command.write_job(spec(project, hosts=["lab-h1", "lab-h2"], manager="lab-h3"))
+    monkeypatch.setattr(command, "reached", through("lab-h2"))
+    _submitted(project, monkeypatch, SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2}),
+               hosts=["lab-h1", "lab-h2"])  # fmt: skip
+    assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h2"
 
 
 def test_cli_submit_passes_named_hosts(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from infra.providers.queue import LABEL, ask_label, list_entries
 from jobs import command, queuerun
 from jobs import queue as jq
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
-from tests.unit.jobs.conftest import spec
+from tests.unit.jobs.conftest import spec, three_managers, through
 from tests.unit.jobs.test_command import FakeStack, job_state
 
 pytestmark = pytest.mark.unit
@@ -140,6 +140,33 @@ def test_run_starts_an_admitted_job_in_its_full_form(project: Path, queued: dict
     assert queued["ran"].ups == ["exp1"]
     assert queued["api"].labels("dss-queue.exp1")[LABEL + "state"] == "admitted"
     assert "job exp1: admitted on lab-h1, lab-h2; pulumi up" in lines
+
+
+def test_run_starts_a_job_through_the_manager_that_answered_the_pass(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster's first manager is lost: the pass went through lab-h2, and the job
+    it starts goes through lab-h2 too (its file names it), as the line says."""
+    three_managers(project)
+    monkeypatch.setattr(command, "reached", through("lab-h2"))
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == ["exp1"]
+    assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h2"
+    assert "job exp1: admitted on lab-h1, lab-h2; pulumi up through manager lab-h2" in lines
+
+
+def test_run_starts_a_job_through_the_first_manager_once_it_answers(
+    project: Path, queued: dict[str, Any]
+) -> None:
+    """A queued job that named lab-h2 (it was submitted while lab-h1 was lost) starts
+    through the cluster's first manager when that answers the pass: a queued job holds
+    nothing made through the one it named."""
+    three_managers(project)
+    path = project / "Pulumi.exp1.yaml"
+    values = stack_file_values(path.read_text())
+    command.write_values("exp1", {**values, "manager": "lab-h2"})
+    assert queuerun.run_queue("c1", out=lambda _line: None) == ["exp1"]
+    assert "manager" not in stack_file_values(path.read_text())
 
 
 def test_run_leaves_a_job_that_still_does_not_fit(project: Path, queued: dict[str, Any]) -> None:

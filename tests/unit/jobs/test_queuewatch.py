@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +35,16 @@ class Passes:
     """A fake `queue_pass`: each call gives the next result (an exception is raised),
     and after the last one this process gets SIGTERM, which ends the watch."""
 
-    def __init__(self, *results: Pass | Exception) -> None:
+    def __init__(self, *results: Pass | Exception, ways: Sequence[str] = ()) -> None:
         self.results = list(results)
+        self.ways = list(ways)
+        """Per call, the manager line it says through `way` ("": none)."""
         self.calls = 0
 
-    def __call__(self, _cluster: str, env: Any = None, out: Any = print) -> Pass:
+    def __call__(self, _cluster: str, env: Any = None, out: Any = print, way: Any = None) -> Pass:
         result = self.results[self.calls]
+        if self.calls < len(self.ways) and self.ways[self.calls]:
+            (way or out)(self.ways[self.calls])
         self.calls += 1
         if self.calls == len(self.results):
             signal_self()
@@ -87,6 +91,20 @@ def test_a_failed_pass_is_said_once_and_the_watch_goes_on(
         "cluster c1: the pass works again",
         WAITS,
     ]
+
+
+def test_the_manager_a_pass_goes_through_is_said_when_it_changes(
+    monkeypatch: pytest.MonkeyPatch, lines: list[str]
+) -> None:
+    """Two passes through lab-h2 (the first manager lost) say it once; a pass through
+    the first manager again says so."""
+    through = "cluster c1: through manager lab-h2 (lab-h1 (ssh://root@lab-h1) does not answer: x)"
+    passes = Passes(
+        standing(exp1=WAITS), standing(exp1=WAITS), standing(exp1=WAITS),
+        ways=[through, through, ""],
+    )  # fmt: skip
+    monkeypatch.setattr(queuerun, "queue_pass", passes)
+    assert watched(lines) == [through, WAITS, "cluster c1: through its first manager again"]
 
 
 def test_a_signal_while_it_waits_ends_the_wait_at_once(

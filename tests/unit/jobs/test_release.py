@@ -14,7 +14,7 @@ from pulumi.automation._cmd import CommandResult  # the SDK's own result: its er
 from infra.config import stack_file_values
 from infra.providers.fit import Holder, SwarmGpus
 from jobs import command, release
-from tests.unit.jobs.conftest import spec
+from tests.unit.jobs.conftest import spec, three_managers
 from tests.unit.jobs.test_command import (
     BUDGET_SPENT,
     FAILED,
@@ -74,6 +74,17 @@ def test_an_ended_run_is_released_with_its_verdict(project: Path, stacks: dict[s
     assert training(project) == {**before, "released": verdict}
     assert stack.calls == ["refresh", "export", "up"]
     assert stack.upped == [training(project)]
+
+
+def test_a_released_job_keeps_its_manager(project: Path, stacks: dict[str, Stack]) -> None:
+    """A job going through another manager than the cluster's first is released through
+    it: its released file keeps `manager`."""
+    three_managers(project)
+    path = project / "Pulumi.exp1.yaml"
+    command.write_values("exp1", {**stack_file_values(path.read_text()), "manager": "lab-h3"})
+    stacks["exp1"] = Stack(project, "exp1", FAILED)
+    assert release.release_ended("c1", holding("exp1"), out=lambda _l: None).jobs == ("exp1",)
+    assert stack_file_values(path.read_text())["manager"] == "lab-h3"
 
 
 def test_a_finished_runs_step_is_a_whole_number(project: Path, stacks: dict[str, Stack]) -> None:

@@ -60,7 +60,7 @@ def test_cluster_keys_in_a_job_are_refused(tmp_path: Path) -> None:
     _, _, problems = job_config({**job(), "hosts": [{"name": "h9"}]}, "exp1", tmp_path)
     assert problems == [
         "hosts: belongs to the cluster stack, not a job stack; allowed in a job stack: "
-        "kind, cluster, training"
+        "kind, cluster, manager, training"
     ]
 
 
@@ -124,7 +124,7 @@ def test_monitoring_in_a_job_file_is_refused(tmp_path: Path) -> None:
     _, _, problems = job_config({**job(), "monitoring": {"enabled": True}}, "exp1", tmp_path)
     assert problems == [
         "monitoring: belongs to the cluster stack, not a job stack; allowed in a job stack: "
-        "kind, cluster, training"
+        "kind, cluster, manager, training"
     ]
 
 
@@ -182,3 +182,42 @@ def test_a_plain_script_job_keeps_the_clusters_launcher(tmp_path: Path) -> None:
     cluster_file(tmp_path)
     raw, _, _ = job_config(job(command="python -m pkg.train"), "exp1", tmp_path)
     assert raw["training"]["launcher"] == "deepspeed" and "args" not in raw["training"]
+
+
+def test_a_job_goes_through_the_manager_it_names(tmp_path: Path) -> None:
+    """A job's `manager` (one of its cluster's managers) is its leader: its services,
+    queue entry and GPU check are made and read there; without it, the cluster's first
+    manager is."""
+    cluster_file(tmp_path, hosts=stack_config("lab8")["hosts"])
+    raw, secret_keys, problems = job_config({**job(), "manager": "lab-h2"}, "exp1", tmp_path)
+    assert problems == []
+    assert parse_stack_config(raw, secret_keys).leader.name == "lab-h2"
+    raw, secret_keys, _ = job_config(job(), "exp1", tmp_path)
+    assert parse_stack_config(raw, secret_keys).leader.name == "lab-h1"
+
+
+def test_a_manager_that_is_not_a_manager_of_the_cluster_is_refused(tmp_path: Path) -> None:
+    """A job's `manager` that is a worker of its cluster is refused, naming the
+    cluster's managers."""
+    cluster_file(tmp_path, hosts=stack_config("lab8")["hosts"])
+    raw, secret_keys, _ = job_config({**job(), "manager": "lab-h4"}, "exp1", tmp_path)
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(raw, secret_keys)
+    assert err.value.problems == [
+        "manager: 'lab-h4' is not a manager of cluster 'c1'; allowed: lab-h1, lab-h2, lab-h3"
+    ]
+
+
+def test_manager_key_outside_a_job_is_refused() -> None:
+    """`manager` in a single or cluster stack is refused: those go through their first
+    manager."""
+    with pytest.raises(ConfigError, match="manager: 'lab-h1' in a stack of kind 'single'"):
+        parse_stack_config({**stack_config("dev"), "manager": "lab-h1"}, {"secrets"})
+
+
+def test_a_clusters_manager_key_does_not_reach_its_jobs(tmp_path: Path) -> None:
+    """The cluster file's own keys a job does not take include `manager`: a job's way in
+    is its own file's."""
+    cluster_file(tmp_path, hosts=stack_config("lab8")["hosts"], manager="lab-h2")
+    raw, _, problems = job_config(job(), "exp1", tmp_path)
+    assert problems == [] and "manager" not in raw

@@ -68,6 +68,7 @@ def test_unknown_top_level_key(raw: dict[str, Any]) -> None:
         "deepspeed-swarm:network, deepspeed-swarm:image, deepspeed-swarm:training, "
         "deepspeed-swarm:secrets, deepspeed-swarm:preflight, deepspeed-swarm:jupyter, "
         "deepspeed-swarm:monitoring, deepspeed-swarm:kind, deepspeed-swarm:cluster, "
+        "deepspeed-swarm:manager, "
         "deepspeed-swarm:ssh"
     )
 

@@ -3,11 +3,13 @@ leader's configs API (fakeconfigs.py)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from infra.providers import queue
+from infra.providers.errors import EngineUnreachable
 from infra.providers.hostops import HostError
 from tests.unit.infra.providers.fakeconfigs import Client, FakeConfigs
 
@@ -144,6 +146,97 @@ def test_delete_removes_it_and_tolerates_its_absence(api: FakeConfigs) -> None:
     p.delete(made.id, props())
     assert api.by_id == {}
     p.delete(made.id, props())
+
+
+def test_delete_goes_through_another_manager_when_its_own_is_lost(
+    api: FakeConfigs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manager the entry was made through does not answer (a transport error): the
+    entry is removed through the next ssh:// host that answers as a manager, a worker's
+    refusal passed over; every host tried in the file's order."""
+    from docker.errors import APIError
+
+    p = queue.QueueEntryProvider()
+    made = p.create(props())
+    ssh_hosts = {f"ssh://root@h{i}": {"address": f"h{i}"} for i in (1, 2, 3)}
+    tried: list[str] = []
+
+    class Worker:
+        def configs(self, **_kw: Any) -> Any:
+            raise APIError("This node is not a swarm manager.")
+
+    def client(ep: dict[str, Any], _ssh: Any = None) -> Any:
+        tried.append(ep["url"])
+        if ep["url"] == "ssh://root@h1":
+            raise EngineUnreachable("ssh root@h1: connect to host h1 port 22: No route to host")
+        return SimpleNamespace(api=Worker()) if ep["url"] == "ssh://root@h2" else Client(api)
+
+    monkeypatch.setattr(queue, "docker_client", client)
+    p.delete(made.id, props(leader_endpoint={"url": "ssh://root@h1"}, ssh_hosts=ssh_hosts))
+    assert api.by_id == {} and tried == ["ssh://root@h1", "ssh://root@h2", "ssh://root@h3"]
+
+
+def test_delete_goes_through_another_manager_when_its_own_has_no_leader(
+    api: FakeConfigs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manager it was made through answers that its swarm has no leader (cut off
+    from the others, or rejoining): another manager is asked."""
+    from docker.errors import APIError
+
+    p = queue.QueueEntryProvider()
+    made = p.create(props())
+
+    class Alone:
+        def configs(self, **_kw: Any) -> Any:
+            raise APIError("rpc error: The swarm does not have a leader.")
+
+    def client(ep: dict[str, Any], _ssh: Any = None) -> Any:
+        return SimpleNamespace(api=Alone()) if ep["url"] == "ssh://root@h1" else Client(api)
+
+    monkeypatch.setattr(queue, "docker_client", client)
+    ssh_hosts = {f"ssh://root@h{i}": {"address": f"h{i}"} for i in (1, 2)}
+    p.delete(made.id, props(leader_endpoint={"url": "ssh://root@h1"}, ssh_hosts=ssh_hosts))
+    assert api.by_id == {}
+
+
+def test_delete_raises_another_refusal_of_its_own_manager(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any other answer of the entry's manager is raised as it is: no other is asked."""
+    from docker.errors import APIError
+
+    asked: list[str] = []
+
+    class Refuses:
+        def configs(self, **_kw: Any) -> Any:
+            raise APIError("403 Forbidden")
+
+    def client(ep: dict[str, Any], _ssh: Any = None) -> Any:
+        asked.append(ep["url"])
+        return SimpleNamespace(api=Refuses())
+
+    monkeypatch.setattr(queue, "docker_client", client)
+    ssh_hosts = {f"ssh://root@h{i}": {"address": f"h{i}"} for i in (1, 2)}
+    with pytest.raises(APIError, match="403"):
+        queue.QueueEntryProvider().delete(
+            "x", props(leader_endpoint={"url": "ssh://root@h1"}, ssh_hosts=ssh_hosts)
+        )
+    assert asked == ["ssh://root@h1"]
+
+
+def test_delete_raises_the_transport_error_when_no_manager_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No host answers: the delete fails with what the transport said of its own
+    manager, naming it (never a delete reported done)."""
+
+    def client(ep: dict[str, Any], _ssh: Any = None) -> Any:
+        raise EngineUnreachable(f"docker {ep['url']}: no route to host")
+
+    monkeypatch.setattr(queue, "docker_client", client)
+    ssh_hosts = {f"ssh://root@h{i}": {"address": f"h{i}"} for i in (1, 2)}
+    with pytest.raises(EngineUnreachable, match="docker ssh://root@h1: no route"):
+        queue.QueueEntryProvider().delete(
+            "x", props(leader_endpoint={"url": "ssh://root@h1"}, ssh_hosts=ssh_hosts)
+        )
 
 
 def test_list_entries_reads_only_queue_configs(api: FakeConfigs) -> None:
