@@ -82,7 +82,7 @@ def start(
     placement: Placement,
     env: Mapping[str, str] | None,
     out: command.Printer,
-    manager: str | None = None,
+    manager: str | None,
 ) -> None:
     """Start admitted job `job` through `manager` (the pass's; None: the cluster's
     first): its full form and `up` (module doc). CannotStart: not from this checkout. A

@@ -39,10 +39,10 @@ LABEL = "dss.queue."
 LABELS = ("priority", "since", "ask", "state", "hosts", "by", "beat", "position", "reason")
 RESERVED_BEFORE = "before"
 KEYS = ("leader_endpoint", "job", "cluster", "priority", "ask", "data")
+"""The inputs; a change of `priority` or `ask` is a label update, of `data` a remake."""
 NO_LEADER = "does not have a leader"
 """What a manager's engine says of a swarm it cannot reach the leader of (Raft without
 quorum where it stands): another manager may."""
-"""The inputs; a change of `priority` or `ask` is a label update, of `data` a remake."""
 OUTPUTS = ("name", "since", "state", "position", "reason", "hosts")
 CAS_TRIES = 5
 """Stale versions in a row before a label change gives up (each one is another writer's
