@@ -11,16 +11,16 @@ what the last `up` or refresh read; never from the stack's outputs, which only a
 computes (a refresh leaves them as they were).
 
 What the command prints is jobs/table.py's, the reading of a run record from a state
-jobs/record.py's, what is read on the master host jobs/master.py's; their names stay
-importable from here, as the CLI and the tests use them.
+jobs/record.py's, what is read on the master host jobs/master.py's, the job's stack
+file (its values, reading and writing it) jobs/jobfile.py's; their names stay importable
+from here, as the CLI and the tests use them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from pulumi import automation as auto
@@ -29,14 +29,22 @@ from infra.admission import Admission
 from infra.components.swarm import endpoint
 from infra.config import ConfigError, StackConfig, Training, parse_job, stack_file_values
 from infra.config import job_names as config_job_names
-from infra.config import stack_file_yaml as render_stack_file
 from infra.config.jobs import job_config
-from infra.layout import PROJECT, training_service_names
+from infra.layout import training_service_names
 from infra.providers.fit import SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError
 from infra.providers.queue import Entry, list_entries
+from jobs.jobfile import JobSpec as JobSpec
+from jobs.jobfile import job_settings as job_settings
+from jobs.jobfile import job_values as job_values
+from jobs.jobfile import kept_manager as kept_manager
+from jobs.jobfile import parsed as parsed
+from jobs.jobfile import stack_file as stack_file
+from jobs.jobfile import write_job as write_job
+from jobs.jobfile import write_values as write_values
 from jobs.leader import leader_api as leader_api
 from jobs.leader import leader_ssh as leader_ssh
+from jobs.leader import quiet
 from jobs.leader import reached as reached
 from jobs.lock import holder_name as holder_name
 from jobs.lock import submit_lock as submit_lock
@@ -46,7 +54,7 @@ from jobs.master import logs_command as logs_command
 from jobs.master import metrics_script as metrics_script
 from jobs.master import on_master as on_master
 from jobs.master import task_address as task_address
-from jobs.placement import holds_gpus, queued_hosts
+from jobs.placement import queued_hosts
 from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish
 from jobs.record import read_record
@@ -63,105 +71,6 @@ from ops.project import ROOT
 Printer = Callable[[str], Any]
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    """What a person submits: a code dir and the flags of one experiment."""
-
-    name: str
-    cluster: str
-    code_dir: Path
-    script: str = "train.py"
-    args: Sequence[str] = ()
-    command: Sequence[str] | None = None
-    """training.command, as typed after `--` (then `script` and `args` are not written)."""
-    steps: int | None = None
-    checkpoint_every: int | None = None
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    gpu_model: str | None = None
-    ds_config: str | None = None
-    fork_server: bool = False
-    """training.fork_server; written only when on (a job without it keeps its file)."""
-    hosts: Sequence[str] | None = None
-    """training.hosts, master first: named by the person (`--hosts`), or planned by
-    `submit` (jobs/placement.py); written only when set."""
-    placement: str | None = None
-    """training.placement with `hosts`: `named` (default) or `planned`."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """More `training` keys, as `--set key=json` gives them."""
-    manager: str | None = None
-    """The cluster manager the job goes through (`manager`); written only when set:
-    `submit` sets it when the cluster's first manager does not answer."""
-
-    def training(self) -> dict[str, Any]:
-        """The job's `training` section: what the spec sets, nothing else (the rest is
-        the cluster's defaults, infra/config/jobs.py)."""
-        out: dict[str, Any] = {"code": {"dir": _shown(self.code_dir)}}
-        if self.command is not None:
-            out["command"] = list(self.command)
-        else:
-            out["script"] = self.script
-        if self.args and self.command is None:
-            out["args"] = list(self.args)
-        keys = ("steps", "checkpoint_every", "nodes", "gpus_per_node", "gpu_model", "ds_config")
-        for key in keys:
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.fork_server:
-            out["fork_server"] = True
-        if self.hosts:
-            out["hosts"] = list(self.hosts)
-            out["placement"] = self.placement or "named"
-        return {**out, **self.extra}
-
-
-def _shown(path: Path) -> str:
-    """A code dir as the stack file holds it: relative to the project when inside it."""
-    path = path.resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def stack_file(name: str) -> Path:
-    return ROOT / f"Pulumi.{name}.yaml"
-
-
-def job_settings(name: str) -> StackConfig:
-    """Job `name`'s validated config, its cluster's file included (ConfigError: why not)."""
-    return parse_job(stack_file_values(stack_file(name).read_text()), name, ROOT)
-
-
-def _raw(spec: JobSpec) -> dict[str, Any]:
-    """The job stack file's values for `spec`."""
-    return job_values(spec.cluster, spec.training(), spec.manager)
-
-
-def job_values(cluster: Any, training: Mapping[str, Any], manager: Any = None) -> dict[str, Any]:
-    """A job stack file's values: its cluster, its `training`, and its `manager` when
-    it has one (a job without one goes through its cluster's first manager)."""
-    out = {"kind": "job", "cluster": cluster, "training": dict(training)}
-    return {**out, "manager": manager} if manager else out
-
-
-def kept_manager(name: str, cluster: StackConfig, swarm: SwarmGpus) -> str | None:
-    """The manager job `name` goes through after a submit: the one its file names while
-    it may have services (a running job keeps its way in: its services, roster and
-    launch were made through it); else, new, queued, released or a GPU job holding no
-    GPU (stopped), the one `cluster` reached (None: its first). A CPU job in its full
-    form keeps its file's: nothing tells whether it runs."""
-    path = stack_file(name)
-    if not path.exists():
-        return cluster.manager
-    try:
-        old = job_settings(name)
-    except ConfigError:  # a file the submit replaces: nothing was made by it
-        return cluster.manager
-    idle = old.queued or old.training.released is not None
-    if idle or (old.training.gpus_per_node and not holds_gpus(swarm, name)):
-        return cluster.manager
-    return old.manager
-
-
 def leader_gpus(cfg: StackConfig) -> SwarmGpus:
     """The GPUs of `cfg`'s cluster as its leader answers now (ConfigError: it does not)."""
     try:
@@ -173,7 +82,7 @@ def leader_gpus(cfg: StackConfig) -> SwarmGpus:
 def gpus_free(spec: JobSpec) -> StackConfig:
     """The job's validated config, once its cluster's leader says the GPUs it asks
     for are free on each of its hosts (ConfigError: why not)."""
-    cfg = parse_job(_raw(spec), spec.name, ROOT)
+    cfg = parse_job(spec.values(), spec.name, ROOT)
     check_gpus(cfg)
     return cfg
 
@@ -185,7 +94,7 @@ def placed(
     a pass over the cluster's queue `entries` and the GPUs free in `swarm`; and the pass
     (None: none was made). The pass's verdict says whether the job waits. ConfigError:
     the cluster can never hold it."""
-    raw, _, problems = job_config(_raw(spec), spec.name, ROOT)
+    raw, _, problems = job_config(spec.values(), spec.name, ROOT)
     if problems:
         raise ConfigError(problems)
     path = stack_file(spec.name)
@@ -212,33 +121,6 @@ def check_gpus(cfg: StackConfig, swarm: SwarmGpus | None = None) -> None:
             raise ConfigError(problems)
 
 
-def write_job(spec: JobSpec) -> Path:
-    """Write the job's stack file after validating it with its cluster's, keeping the
-    encryption salt a stack init wrote. Nothing is written when the config is refused."""
-    return write_values(spec.name, _raw(spec))
-
-
-def parsed(name: str, raw: Mapping[str, Any]) -> StackConfig:
-    """Job `name`'s stack file values `raw` (`job_values`) validated with its
-    cluster's. ConfigError: why not."""
-    return parse_job(dict(raw), name, ROOT)
-
-
-def write_values(name: str, raw: Mapping[str, Any]) -> Path:
-    """`write_job` for the stack file's values `raw` (`job_values`)."""
-    parsed(name, raw)
-    path = stack_file(name)
-    text = render_stack_file({f"{PROJECT}:{k}": v for k, v in raw.items()})
-    if path.exists():
-        import yaml
-
-        old = yaml.safe_load(path.read_text()) or {}
-        if "encryptionsalt" in old:
-            text += yaml.safe_dump({"encryptionsalt": old["encryptionsalt"]})
-    path.write_text(text)
-    return path
-
-
 def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Stack:
     """Stack `name` of this project (created if new, with the passphrase provider)."""
     opts = auto.LocalWorkspaceOptions(
@@ -255,7 +137,7 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     (jobs/placement.py `queued_hosts`); admitted, its full form; else its queued form
     (`training.queued`: its entry, no GPU), its place and reason printed and written
     into the entries. Nothing is written when the config is refused."""
-    cluster = reached(cluster_settings(spec.cluster), out)
+    cluster = cluster_reached(spec.cluster, out)
     with cluster_lock(cluster, holder_name(spec.name), out):
         swarm = leader_gpus(cluster)
         api = leader_api(cluster)
@@ -265,7 +147,7 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
         if waits:
             spec = replace(spec, extra={**spec.extra, "queued": {"revision": revision(ROOT)}})
         else:
-            check_gpus(parse_job(_raw(spec), spec.name, ROOT), swarm)
+            check_gpus(parse_job(spec.values(), spec.name, ROOT), swarm)
         path = write_job(spec)
         out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
         # The outputs `up` read already: reading them again is two more CLI calls.
@@ -300,11 +182,18 @@ def cluster_settings(cluster: str) -> StackConfig:
     return parse_job({"kind": "job", "cluster": cluster, "training": ask}, cluster, ROOT)
 
 
+def cluster_reached(cluster: str, out: Printer = quiet, prefer: str | None = None) -> StackConfig:
+    """`cluster_settings(cluster)` going through the first of its managers that answers,
+    `prefer` asked first (jobs/leader.py `reached`; each one passed over said through
+    `out`)."""
+    return reached(cluster_settings(cluster), out, prefer=prefer)
+
+
 def cluster_gpus(cluster: str) -> list[GpuRow]:
     """Each host of cluster stack `cluster`, in its file's order: the GPUs its leader
     says are free now and the tasks holding the rest (what a job's submit is checked
     against, infra/providers/fit.py). ConfigError when no manager answers."""
-    cfg = reached(cluster_settings(cluster))
+    cfg = cluster_reached(cluster)
     swarm = leader_gpus(cfg)
     spares = {h.name for h in cfg.spares}
     return [

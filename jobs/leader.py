@@ -40,7 +40,8 @@ def leader_api(cfg: StackConfig) -> Any:
         raise ConfigError([f"the cluster's queue could not be read: {e}"]) from None
 
 
-def _silent(_line: str) -> None:
+def quiet(_line: str) -> None:
+    """A printer that prints nothing."""
     return None
 
 
@@ -57,21 +58,27 @@ def answers(cfg: StackConfig, host: Host) -> str | None:
 
 def reached(
     cfg: StackConfig,
-    out: Callable[[str], Any] = _silent,
+    out: Callable[[str], Any] = quiet,
     probe: Callable[[StackConfig, Host], str | None] = answers,
+    prefer: str | None = None,
 ) -> StackConfig:
     """`cfg` going through the first of its cluster's managers that answers (module
     doc): as it is when its leader answers; else a copy whose `manager` is the one that
-    does, each one passed over said through `out`. ConfigError: no manager answers,
-    naming each and why."""
-    order = [cfg.leader, *[h for h in cfg.managers if h.name != cfg.leader.name]]
+    does, each one passed over said through `out`. `prefer`: a manager asked before
+    all others (the one a watch's last pass went through: a lost first manager then
+    costs no probe, which waits out ssh's ConnectTimeout on a host that is down); said
+    only when another is passed over. ConfigError: no manager answers, naming each and
+    why."""
+    first = [h for h in cfg.managers if h.name == prefer]
+    order = [*first, cfg.leader, *cfg.managers]
     why: list[str] = []
-    for host in order:
+    for host in {h.name: h for h in order}.values():
         said = probe(cfg, host)
         if said is None:
             if host.name == cfg.leader.name:
                 return cfg
-            out(f"cluster {cfg.cluster}: through manager {host.name} ({'; '.join(why)})")
+            if why:
+                out(f"cluster {cfg.cluster}: through manager {host.name} ({'; '.join(why)})")
             return cfg.model_copy(update={"manager": host.name})
         why.append(f"{host.name} ({host.docker_host}) does not answer: {said}")
     raise ConfigError(

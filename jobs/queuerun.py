@@ -29,9 +29,7 @@ from jobs.release import release_ended
 
 def queue_table(cluster: str) -> list[str]:
     """What `job queue CLUSTER` prints, read from the entries on its leader."""
-    return queue_lines(
-        list_entries(command.leader_api(command.reached(command.cluster_settings(cluster))))
-    )
+    return queue_lines(list_entries(command.leader_api(command.cluster_reached(cluster))))
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,8 @@ class Pass:
     released: tuple[str, ...]
     started: tuple[str, ...]
     standing: Mapping[str, str]
+    manager: str | None = None
+    """The manager the pass went through; None: the cluster's first."""
 
 
 class CannotStart(Exception):
@@ -105,13 +105,14 @@ def queue_pass(
     env: Mapping[str, str] | None = None,
     out: command.Printer = print,
     way: command.Printer | None = None,
+    prefer: str | None = None,
 ) -> Pass:
     """One pass over cluster `cluster`: release its ended runs, admit, start (module
     doc); what it did as it went through `out` (through `way`, when given, the line
     naming the manager it went through when not the cluster's first), the rest in the
-    result. ConfigError: no manager answers, or the lock is not had; a failed start's
-    error."""
-    cfg = command.reached(command.cluster_settings(cluster), way or out)
+    result. `prefer`: the manager asked first (jobs/leader.py `reached`). ConfigError:
+    no manager answers, or the lock is not had; a failed start's error."""
+    cfg = command.cluster_reached(cluster, way or out, prefer)
     standing: dict[str, str] = {}
     started: list[str] = []
     holder = command.holder_name(f"the queue of {cluster}")
@@ -136,7 +137,7 @@ def queue_pass(
             standing[v.job] = f"job {waiting_words(v.job, cluster, v.state, v.position, v.reason)}"
     if not adm.verdicts:
         standing[""] = f"cluster {cluster}: no job waits"
-    return Pass(released.jobs, tuple(started), standing)
+    return Pass(released.jobs, tuple(started), standing, cfg.manager)
 
 
 def run_queue(

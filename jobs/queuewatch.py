@@ -16,6 +16,10 @@ pass's, a failure when it is not the last pass's, and that passes work again aft
 one failed; the manager a pass went through when the cluster's first does not answer,
 when it is not the last pass's (and when the first answers again). A job that waits as
 it waited is not said again.
+
+While the cluster's first manager does not answer, each pass goes straight to the
+manager the last one went through, and the first is asked again once a minute
+(FIRST_AGAIN_S): a host that is down costs each pass no wait for ssh's ConnectTimeout.
 """
 
 from __future__ import annotations
@@ -31,9 +35,18 @@ from jobs import command, queuerun
 from jobs.table import failure_words
 
 EVERY_S = 10.0
+FIRST_AGAIN_S = 60.0
+"""While passes go through another manager than the cluster's first, each goes straight
+to the one the last pass went through; the first is asked again once this long has
+passed since it was last asked (so a first manager back is used again within it)."""
 TICK_S = 0.5
 """The longest sleep between two looks at the stop flag while the loop waits."""
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def clock() -> float:
+    """Now, as `Said.prefer` reads it (time.monotonic; a test sets it)."""
+    return time.monotonic()
 
 
 @dataclass
@@ -73,6 +86,20 @@ class Said:
     way: str = ""
     """The manager line of the last pass that went through another manager than the
     cluster's first (jobs/leader.py `reached`), "" once a pass went through the first."""
+    via: str | None = None
+    """The manager the last pass went through (None: the cluster's first)."""
+    first_asked: float = float("-inf")
+    """When (`clock`) a pass last asked the cluster's first manager first."""
+
+    def prefer(self) -> str | None:
+        """The manager the next pass asks first: the last pass's, while the cluster's
+        first was asked less than FIRST_AGAIN_S ago; else None (the first is asked),
+        noted as asked now."""
+        now = clock()
+        if self.via is not None and now - self.first_asked < FIRST_AGAIN_S:
+            return self.via
+        self.first_asked = now
+        return None
 
     def news(self, standing: Mapping[str, str]) -> list[str]:
         """The lines of `standing` that differ from the last pass's (kept for the next)."""
@@ -90,23 +117,22 @@ def wait(stop: Stop, seconds: float, sleep: Callable[[float], object]) -> None:
 
 def one_pass(cluster: str, said: Said, out: command.Printer) -> None:
     """One pass, saying what changed (module doc); a failure said, never raised."""
-    ways: list[str] = []
 
     def way(line: str) -> None:
         if line != said.way:
             out(line)
         said.way = line
-        ways.append(line)
 
     try:
-        done = queuerun.queue_pass(cluster, out=out, way=way)
+        done = queuerun.queue_pass(cluster, out=out, way=way, prefer=said.prefer())
     except Exception as err:  # any failure of one pass: said, and the next pass tries again
         line = f"cluster {cluster}: the pass failed: {failure_words(err)}"
         if line != said.failure:
             out(line)
         said.failure = line
         return
-    if not ways and said.way:
+    said.via = done.manager
+    if done.manager is None and said.way:
         out(f"cluster {cluster}: through its first manager again")
         said.way = ""
     if said.failure:

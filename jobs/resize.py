@@ -98,7 +98,7 @@ def resize(
     if nodes == len(before):
         out(f"job {name}: already on {nodes} node(s) ({', '.join(before)}); nothing to do")
         return {}
-    cluster = command.reached(command.cluster_settings(str(values.get("cluster"))), out)
+    cluster = command.cluster_reached(str(values.get("cluster")), out)
     with command.cluster_lock(cluster, command.holder_name(name), out):
         swarm = command.leader_gpus(cluster)
         t = cfg.training

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra.config import stack_file_yaml
-from jobs import command, queuemetrics
+from jobs import command, jobfile, queuemetrics
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.infra.samples import stack_config
 
@@ -32,12 +32,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "project"
     root.mkdir()
     monkeypatch.setattr(command, "ROOT", root)
+    monkeypatch.setattr(jobfile, "ROOT", root)
     # The queue's entries on no leader: an empty fake (never the stack file's hosts).
     queue = FakeConfigs()
     monkeypatch.setattr(command, "leader_api", lambda _cfg: queue)
     # The cluster's first manager answers (jobs/leader.py `reached`: tests/unit/jobs/
     # test_leader.py), never asked here.
-    monkeypatch.setattr(command, "reached", lambda cfg, *_out: cfg)
+    monkeypatch.setattr(command, "reached", lambda cfg, *_out, **_kw: cfg)
     raw = {**stack_config("dev"), "kind": "cluster"}
     text = stack_file_yaml({f"deepspeed-swarm:{k}": v for k, v in raw.items()})
     (root / "Pulumi.c1.yaml").write_text(text)
@@ -67,4 +68,4 @@ def three_managers(project: Path) -> None:
 def through(manager: str) -> Any:
     """`command.reached` as a cluster whose first manager is lost answers: the settings
     going through `manager`."""
-    return lambda cfg, *_out: cfg.model_copy(update={"manager": manager})
+    return lambda cfg, *_out, **_kw: cfg.model_copy(update={"manager": manager})

@@ -95,3 +95,31 @@ def test_a_worker_or_a_manager_without_quorum_does_not_answer(
     monkeypatch.setattr(leader, "docker_client", lambda _ep, _ssh=None: Client())
     said = leader.answers(cluster, cluster.hosts[0])
     assert said is not None and "does not have a leader" in said
+
+
+def test_a_preferred_manager_that_answers_is_the_only_one_asked(cluster: StackConfig) -> None:
+    """A watch's pass prefers lab-h2 (its last pass went through it): lab-h1, perhaps
+    still down, is not asked, and nothing is said (nothing was passed over)."""
+    probe, lines = Probe(lab_h1="Connection timed out"), list[str]()
+    got = leader.reached(cluster, lines.append, probe, prefer="lab-h2")
+    assert (got.manager, probe.asked, lines) == ("lab-h2", ["lab-h2"], [])
+
+
+def test_a_lost_preferred_manager_falls_back_to_the_usual_order(cluster: StackConfig) -> None:
+    """The preferred lab-h2 lost too: lab-h1 then lab-h3 are asked, each one passed over
+    said."""
+    probe, lines = Probe(lab_h1="a", lab_h2="b"), list[str]()
+    got = leader.reached(cluster, lines.append, probe, prefer="lab-h2")
+    assert (got.manager, probe.asked) == ("lab-h3", ["lab-h2", "lab-h1", "lab-h3"])
+    assert lines == [
+        "cluster c8: through manager lab-h3 (lab-h2 (ssh://root@10.213.0.12) does not answer: "
+        "b; lab-h1 (ssh://root@10.213.0.11) does not answer: a)"
+    ]
+
+
+def test_preferring_no_manager_of_the_cluster_changes_nothing(cluster: StackConfig) -> None:
+    """A preferred name that is no manager here (a worker, a host since removed) is not
+    asked: the first manager answers and the settings stay as they are."""
+    probe = Probe()
+    assert leader.reached(cluster, probe=probe, prefer="lab-h5") is cluster
+    assert probe.asked == ["lab-h1"]

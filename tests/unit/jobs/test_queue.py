@@ -155,6 +155,23 @@ def test_run_starts_a_job_through_the_manager_that_answered_the_pass(
     assert "job exp1: admitted on lab-h1, lab-h2; pulumi up through manager lab-h2" in lines
 
 
+def test_a_pass_asks_the_manager_it_prefers_and_says_which_it_went_through(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch's pass preferring lab-h2 hands that to `reached`; the pass's result
+    names the manager it went through (lab-h2), as the next pass prefers it."""
+    three_managers(project)
+    asked: list[str | None] = []
+
+    def reached(cfg: Any, *_out: Any, prefer: str | None = None) -> Any:
+        asked.append(prefer)
+        return cfg.model_copy(update={"manager": "lab-h2"})
+
+    monkeypatch.setattr(command, "reached", reached)
+    done = queuerun.queue_pass("c1", out=lambda _line: None, prefer="lab-h2")
+    assert (asked, done.manager, done.started) == (["lab-h2"], "lab-h2", ("exp1",))
+
+
 def test_run_starts_a_job_through_the_first_manager_once_it_answers(
     project: Path, queued: dict[str, Any]
 ) -> None:

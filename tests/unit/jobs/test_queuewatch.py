@@ -23,8 +23,8 @@ __all__ = ["queued"]  # the fixture, shared with test_queue.py
 WAITS = "job exp1 queued: #2 on c1; ahead of it: exp0"
 
 
-def standing(**lines: str) -> Pass:
-    return Pass((), (), lines)
+def standing(manager: str | None = None, **lines: str) -> Pass:
+    return Pass((), (), lines, manager)
 
 
 def signal_self(signum: int = signal.SIGTERM) -> None:
@@ -40,8 +40,13 @@ class Passes:
         self.ways = list(ways)
         """Per call, the manager line it says through `way` ("": none)."""
         self.calls = 0
+        self.prefers: list[str | None] = []
+        """Per call, the manager it was asked to prefer."""
 
-    def __call__(self, _cluster: str, env: Any = None, out: Any = print, way: Any = None) -> Pass:
+    def __call__(
+        self, _cluster: str, env: Any = None, out: Any = print, way: Any = None, prefer: Any = None
+    ) -> Pass:
+        self.prefers.append(prefer)
         result = self.results[self.calls]
         if self.calls < len(self.ways) and self.ways[self.calls]:
             (way or out)(self.ways[self.calls])
@@ -99,12 +104,33 @@ def test_the_manager_a_pass_goes_through_is_said_when_it_changes(
     """Two passes through lab-h2 (the first manager lost) say it once; a pass through
     the first manager again says so."""
     through = "cluster c1: through manager lab-h2 (lab-h1 (ssh://root@lab-h1) does not answer: x)"
+    monkeypatch.setattr(queuewatch, "FIRST_AGAIN_S", 0.0)  # every pass asks the first
     passes = Passes(
-        standing(exp1=WAITS), standing(exp1=WAITS), standing(exp1=WAITS),
+        standing("lab-h2", exp1=WAITS), standing("lab-h2", exp1=WAITS), standing(exp1=WAITS),
         ways=[through, through, ""],
     )  # fmt: skip
     monkeypatch.setattr(queuerun, "queue_pass", passes)
     assert watched(lines) == [through, WAITS, "cluster c1: through its first manager again"]
+    assert passes.prefers == [None, None, None]
+
+
+def test_passes_go_straight_to_the_last_passs_manager_until_the_first_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch, lines: list[str]
+) -> None:
+    """The first pass goes through lab-h2 (lab-h1 lost): the passes after it prefer
+    lab-h2, saying nothing new, until FIRST_AGAIN_S has passed; the pass after that asks
+    lab-h1 first again, which answers."""
+    clock = iter([0.0, 10.0, 20.0, 70.0])
+    monkeypatch.setattr(queuewatch, "clock", lambda: next(clock))
+    through = "cluster c1: through manager lab-h2 (lab-h1 (ssh://root@lab-h1) does not answer: x)"
+    passes = Passes(
+        standing("lab-h2", exp1=WAITS), standing("lab-h2", exp1=WAITS),
+        standing("lab-h2", exp1=WAITS), standing(exp1=WAITS),
+        ways=[through],
+    )  # fmt: skip
+    monkeypatch.setattr(queuerun, "queue_pass", passes)
+    assert watched(lines) == [through, WAITS, "cluster c1: through its first manager again"]
+    assert passes.prefers == [None, "lab-h2", "lab-h2", None]
 
 
 def test_a_signal_while_it_waits_ends_the_wait_at_once(
