@@ -188,6 +188,35 @@ def _rejoin(i: int) -> None:
     )
 
 
+WATCH_S = 30.0
+"""How long `_watch_from_lab_h2` lets its watch run."""
+
+
+def _watch_from_lab_h2(cluster: Stack) -> list[str]:
+    """The lines of a watch (a pass every second) run in lab-h2's namespace for WATCH_S
+    seconds, then ended by SIGTERM (its exit status 0)."""
+    stamps: list[tuple[float, str]] = []
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", netns_name(2), JOB_SCRIPT, "queue", CLUSTER,
+         "--watch", "--every", "1"],
+        env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    reader = stamp_lines(proc, stamps)
+    try:
+        time.sleep(WATCH_S)
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    reader.join(30)
+    lines = [ln for _, ln in stamps]
+    cluster.record(*(f"[watch on lab-h2] {ln}" for ln in lines))
+    assert status == 0, lines[-20:]
+    return lines
+
+
 def _queued_behind(cluster: Stack, code: Path, x: str, y: str) -> None:
     """X (the tutorial for ever, 2 x 4 on the first two fake-b hosts) holds their GPUs;
     Y (the tutorial, the same hosts) is submitted and reserved behind it."""
@@ -289,7 +318,9 @@ def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
     lab-h2's namespace finds lab-h1 silent, goes through lab-h2 (Raft kept the queue's
     entries and the lock on every manager), and starts Y through it: Y's file names
     lab-h2, Y trains, and its preview through lab-h2 is a no-op while lab-h1 is still
-    lost."""
+    lost. A watch from lab-h2's namespace then says once that it goes through lab-h2,
+    and its passes go on through it (which manager each pass asks first: the unit tests
+    of jobs/queuewatch.py)."""
     x, y = f"{JOB}-mx", f"{JOB}-my"
     hosts = ", ".join(B_HOSTS[:2])
     for name in (x, y):
@@ -325,6 +356,15 @@ def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
         wait_for(f"{y}'s first step", lambda: tutorial_steps(y) or None, 900, 1)
         to_step = time.time() - t_lost
         Pulumi(y, env=cluster.env).run("preview", "--expect-no-changes")
+        asked = time.monotonic()
+        assert leader.answers(settings, settings.managers[0]) is not None
+        probe_s = time.monotonic() - asked
+        watched = _watch_from_lab_h2(cluster)
+        through = [ln for ln in watched if ln.startswith(f"cluster {CLUSTER}: through ")]
+        assert len(through) == 1, watched[-20:]
+        assert through[0].startswith(f"cluster {CLUSTER}: through manager lab-h2 (lab-h1 (")
+        passes = watched[-1].rsplit("after ", 1)[-1]
+        assert passes.endswith("pass(es)"), watched[-5:]
     finally:
         if cut:
             _rejoin(1)
@@ -332,8 +372,11 @@ def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
             remove_job(cluster, name)
     report["figure"] = (
         f"lab-h1 lost after {x} stopped; one pass from lab-h2 started {y} through lab-h2: "
-        f"first step {to_step:.0f} s after the loss; {y}'s preview through lab-h2 a no-op"
+        f"first step {to_step:.0f} s after the loss; {y}'s preview through lab-h2 a no-op; "
+        f"a watch from lab-h2 made {passes} in {WATCH_S:.0f} s through lab-h2 (a probe of "
+        f"the cut lab-h1 took {probe_s:.1f} s)"
     )
     report["command"] = (
-        f"ip link set {veth_name(1)} down; in lab-h2's namespace: scripts/job queue {CLUSTER} --run"
+        f"ip link set {veth_name(1)} down; in lab-h2's namespace: scripts/job queue {CLUSTER} "
+        f"--run, then --watch --every 1 for {WATCH_S:.0f} s"
     )
