@@ -12,6 +12,7 @@ from pulumi import automation as auto
 from infra.command import starts_command
 from infra.config import ConfigError
 from jobs import command, queuerun, queuewatch, resize
+from jobs.leader import quiet
 
 
 def _set(text: str) -> tuple[str, object]:
@@ -102,6 +103,12 @@ def _watch(cluster: str, every: float) -> int:
     return 0
 
 
+def _aside(line: str) -> None:
+    """A line beside a table (the manager it was read through): on stderr, so the table
+    on stdout stays as scripts read it."""
+    print(line, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # The script's own arguments after `--` (argparse's REMAINDER would also take the
@@ -132,15 +139,16 @@ def main(argv: list[str] | None = None) -> int:
             for line in command.list_lines(command.list_jobs(refresh=a.refresh)):
                 print(line)
         elif a.op == "gpus":
+            rows = command.cluster_gpus(a.cluster, _aside)
             print(command.GPU_HEADER)
-            for gpu_row in command.cluster_gpus(a.cluster):
+            for gpu_row in rows:
                 print(gpu_row.line())
         elif a.op == "queue":
             if a.watch:
                 return _watch(a.cluster, a.every or queuewatch.EVERY_S)
-            if a.run:
+            if a.run:  # its pass said the manager it went through
                 queuerun.run_queue(a.cluster)
-            for line in queuerun.queue_table(a.cluster):
+            for line in queuerun.queue_table(a.cluster, quiet if a.run else _aside):
                 print(line)
         elif a.op == "logs":
             return command.logs(a.name, a.node, a.rank, a.lines, a.follow)

@@ -189,11 +189,12 @@ def cluster_reached(cluster: str, out: Printer = quiet, prefer: str | None = Non
     return reached(cluster_settings(cluster), out, prefer=prefer)
 
 
-def cluster_gpus(cluster: str) -> list[GpuRow]:
+def cluster_gpus(cluster: str, out: Printer = quiet) -> list[GpuRow]:
     """Each host of cluster stack `cluster`, in its file's order: the GPUs its leader
     says are free now and the tasks holding the rest (what a job's submit is checked
-    against, infra/providers/fit.py). ConfigError when no manager answers."""
-    cfg = cluster_reached(cluster)
+    against, infra/providers/fit.py); through `out`, the manager they were read through
+    when the cluster's first does not answer. ConfigError when no manager answers."""
+    cfg = cluster_reached(cluster, out)
     swarm = leader_gpus(cfg)
     spares = {h.name for h in cfg.spares}
     return [

@@ -23,13 +23,15 @@ from infra.config import stack_file_values
 from infra.placement import Placement
 from infra.providers.queue import list_entries
 from jobs import command, queuemetrics
+from jobs.leader import quiet
 from jobs.queue import admission, queue_lines, record, revision, waiting_words
 from jobs.release import release_ended
 
 
-def queue_table(cluster: str) -> list[str]:
-    """What `job queue CLUSTER` prints, read from the entries on its leader."""
-    return queue_lines(list_entries(command.leader_api(command.cluster_reached(cluster))))
+def queue_table(cluster: str, out: command.Printer = quiet) -> list[str]:
+    """What `job queue CLUSTER` prints, read from the entries on its leader; through
+    `out`, the manager they were read through when the cluster's first does not answer."""
+    return queue_lines(list_entries(command.leader_api(command.cluster_reached(cluster, out))))
 
 
 @dataclass(frozen=True)

@@ -442,9 +442,33 @@ def test_cli_gpus_prints_a_row_per_host(
     from jobs import __main__ as cli
 
     row = command.GpuRow("lab-h1", "", "fake-a", 1, 2, (Holder("exp0-master", "exp0", 1),))
-    monkeypatch.setattr(command, "cluster_gpus", lambda cluster: [row] if cluster == "c" else [])
+    monkeypatch.setattr(
+        command, "cluster_gpus", lambda cluster, _out=None: [row] if cluster == "c" else []
+    )
     assert cli.main(["gpus", "c"]) == 0
     assert capsys.readouterr().out.splitlines() == [command.GPU_HEADER, row.line()]
+
+
+def test_cli_gpus_says_the_manager_it_read_through_on_stderr(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cluster's first manager lost: `job gpus` says on stderr which manager it read
+    through (and why), its table on stdout as before."""
+    from jobs import __main__ as cli
+
+    three_managers(project)
+    line = "cluster c1: through manager lab-h2 (lab-h1 (ssh://x) does not answer: down)"
+
+    def reached(cfg: Any, out: Any = None, **_kw: Any) -> Any:
+        out(line)
+        return cfg.model_copy(update={"manager": "lab-h2"})
+
+    monkeypatch.setattr(command, "reached", reached)
+    monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: SwarmGpus({"lab-h1": 2}))
+    assert cli.main(["gpus", "c1"]) == 0
+    said = capsys.readouterr()
+    assert said.err.splitlines() == [line]
+    assert said.out.splitlines()[0] == command.GPU_HEADER
 
 
 def test_refreshed_failed_run_lists_failed_with_its_reason(listed: dict[str, Any]) -> None:

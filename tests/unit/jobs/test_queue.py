@@ -15,7 +15,7 @@ import pytest
 from infra.config import ConfigError, stack_file_values
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.queue import LABEL, ask_label, list_entries
-from jobs import command, queuerun
+from jobs import command, leader, queuerun
 from jobs import queue as jq
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.jobs.conftest import spec, three_managers, through
@@ -284,16 +284,35 @@ def test_run_says_a_job_that_could_not_be_released(
     assert lines[-1].startswith("job exp1 reserved: #1 on c1")
 
 
+def test_the_queue_table_says_the_manager_it_was_read_through(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster's first manager lost: the table's entries are read through lab-h2, and
+    the line saying so goes to the printer given."""
+    three_managers(project)
+    line = "cluster c1: through manager lab-h2 (lab-h1 (ssh://x) does not answer: down)"
+
+    def reached(cfg: Any, out: Any = None, **_kw: Any) -> Any:
+        out(line)
+        return cfg.model_copy(update={"manager": "lab-h2"})
+
+    monkeypatch.setattr(command, "reached", reached)
+    said: list[str] = []
+    assert any("exp1" in row for row in queuerun.queue_table("c1", said.append))
+    assert said == [line]
+
+
 def test_cli_queue_prints_the_table(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`job queue c1` prints the entries' table; `--run` makes the pass first."""
+    """`job queue c1` prints the entries' table; `--run` makes the pass first (which says
+    the manager it went through: the table is read without saying it again)."""
     from jobs import __main__ as cli
 
     calls: list[str] = []
 
-    def table(cluster: str) -> list[str]:
-        calls.append(f"table {cluster}")
+    def table(cluster: str, out: Any) -> list[str]:
+        calls.append(f"table {cluster}{' quiet' if out is leader.quiet else ''}")
         return ["T"]
 
     def run(cluster: str) -> list[str]:
@@ -303,7 +322,9 @@ def test_cli_queue_prints_the_table(
     monkeypatch.setattr(queuerun, "queue_table", table)
     monkeypatch.setattr(queuerun, "run_queue", run)
     assert cli.main(["queue", "c1", "--run"]) == 0
-    assert calls == ["run c1", "table c1"] and capsys.readouterr().out == "T\n"
+    assert calls == ["run c1", "table c1 quiet"] and capsys.readouterr().out == "T\n"
+    assert cli.main(["queue", "c1"]) == 0
+    assert calls[2:] == ["table c1"] and capsys.readouterr().out == "T\n"
 
 
 def test_cli_queue_watch_runs_the_loop_every_seconds_given(
