@@ -318,9 +318,9 @@ def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
     lab-h2's namespace finds lab-h1 silent, goes through lab-h2 (Raft kept the queue's
     entries and the lock on every manager), and starts Y through it: Y's file names
     lab-h2, Y trains, and its preview through lab-h2 is a no-op while lab-h1 is still
-    lost. A watch from lab-h2's namespace then says once that it goes through lab-h2,
-    and its passes go on through it (which manager each pass asks first: the unit tests
-    of jobs/queuewatch.py)."""
+    lost. `job gpus` says on stderr that it read through lab-h2. A watch from lab-h2's
+    namespace then says once that it goes through lab-h2, and its passes go on through
+    it (which manager each pass asks first: the unit tests of jobs/queuewatch.py)."""
     x, y = f"{JOB}-mx", f"{JOB}-my"
     hosts = ", ".join(B_HOSTS[:2])
     for name in (x, y):
@@ -356,6 +356,13 @@ def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
         wait_for(f"{y}'s first step", lambda: tutorial_steps(y) or None, 900, 1)
         to_step = time.time() - t_lost
         Pulumi(y, env=cluster.env).run("preview", "--expect-no-changes")
+        gpus = subprocess.run([JOB_SCRIPT, "gpus", CLUSTER], env=cluster.env,
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        cluster.record(gpus.stdout, gpus.stderr)
+        assert gpus.returncode == 0, gpus.stderr[-3000:]
+        assert gpus.stderr.startswith(f"cluster {CLUSTER}: through manager lab-h2 (lab-h1 ("), (
+            gpus.stderr[-3000:]
+        )
         asked = time.monotonic()
         assert leader.answers(settings, settings.managers[0]) is not None
         probe_s = time.monotonic() - asked
