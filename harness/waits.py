@@ -55,6 +55,14 @@ def retry(
         time.sleep(interval)
 
 
+def reap(proc: subprocess.Popen[str]) -> None:
+    """`proc` killed and waited for if it still runs (a test's cleanup after a failure:
+    a process it started must not outlive it)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+
+
 def stamp_lines(proc: subprocess.Popen[str], into: list[tuple[float, str]]) -> threading.Thread:
     """A thread (started, a daemon) that appends each line `proc` prints to `into`, with
     the time it came, until `proc` closes its output."""

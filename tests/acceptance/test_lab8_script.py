@@ -37,7 +37,7 @@ from harness.lab import (
     tasks_of,
 )
 from harness.stack import Pulumi, Stack
-from harness.waits import stamp_lines, wait_for
+from harness.waits import reap, stamp_lines, wait_for
 from infra.layout import training_service_names
 from tests.acceptance.conftest import (
     EXAMPLE,
@@ -208,9 +208,8 @@ def test_a_queued_job_starts_by_itself_when_the_one_before_it_ends(
         watch.send_signal(signal.SIGTERM)
         assert watch.wait(300) == 0, [line for _, line in stamps][-20:]
     finally:
-        if watch is not None and watch.poll() is None:
-            watch.kill()
-            watch.wait(30)
+        if watch is not None:
+            reap(watch)
         cluster.record(*(line for _, line in stamps))
         for name in (y, x):
             remove_job(cluster, name)

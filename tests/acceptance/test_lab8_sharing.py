@@ -27,7 +27,7 @@ from harness.configs import lab8_config
 from harness.jobs import remove_job
 from harness.lab import lab_cli, lab_status, tasks_of
 from harness.stack import Pulumi, Stack
-from harness.waits import stamp_lines, wait_for
+from harness.waits import reap, stamp_lines, wait_for
 from infra.config import stack_file_values
 from infra.layout import training_service_names
 from jobs import command, leader
@@ -207,9 +207,7 @@ def _watch_from_lab_h2(cluster: Stack) -> list[str]:
         proc.send_signal(signal.SIGTERM)
         status = proc.wait(300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        reap(proc)
     reader.join(30)
     lines = [ln for _, ln in stamps]
     cluster.record(*(f"[watch on lab-h2] {ln}" for ln in lines))
@@ -287,9 +285,7 @@ def test_a_queued_job_survives_the_loss_of_a_host_running_its_watch(
         if cut:
             _rejoin(3)
         for w in watches.values():
-            if w.poll() is None:
-                w.kill()
-                w.wait(30)
+            reap(w)
         for i, v in stamps.items():
             cluster.record(*(f"[watch on lab-h{i}] {ln}" for _, ln in v))
         for name in (y, x):

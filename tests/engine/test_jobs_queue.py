@@ -36,7 +36,7 @@ from harness.configs import dev_config
 from harness.jobs import remove_job
 from harness.lab import client, logged_steps, service_versions, shared
 from harness.stack import Pulumi, Stack
-from harness.waits import stamp_lines, wait_for
+from harness.waits import reap, stamp_lines, wait_for
 from infra.config import stack_file_values, stack_file_yaml
 from infra.layout import PROJECT, training_service_names
 from infra.providers.queue import entry_name
@@ -225,9 +225,7 @@ def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
         assert "the watch ends" in stamps[-1][1], stamps[-3:]
         print(f"C's first step {first_step:.0f} s after B's GPUs were free")
     finally:
-        if watch.poll() is None:
-            watch.kill()
-            watch.wait(30)
+        reap(watch)
         remove_job(cluster, JOB_C, said.append)
         cluster.record(*said, *(ln for _, ln in stamps))
 

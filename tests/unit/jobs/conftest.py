@@ -65,7 +65,13 @@ def three_managers(project: Path) -> None:
     (project / "Pulumi.c1.yaml").write_text(text)
 
 
-def through(manager: str) -> Any:
+def through(manager: str, line: str | None = None) -> Any:
     """`command.reached` as a cluster whose first manager is lost answers: the settings
-    going through `manager`."""
-    return lambda cfg, *_out, **_kw: cfg.model_copy(update={"manager": manager})
+    going through `manager`, `line` (when given) said through the printer it gets."""
+
+    def reached(cfg: Any, out: Any = None, **_kw: Any) -> Any:
+        if line is not None:
+            out(line)
+        return cfg.model_copy(update={"manager": manager})
+
+    return reached

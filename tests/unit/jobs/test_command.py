@@ -458,12 +458,7 @@ def test_cli_gpus_says_the_manager_it_read_through_on_stderr(
 
     three_managers(project)
     line = "cluster c1: through manager lab-h2 (lab-h1 (ssh://x) does not answer: down)"
-
-    def reached(cfg: Any, out: Any = None, **_kw: Any) -> Any:
-        out(line)
-        return cfg.model_copy(update={"manager": "lab-h2"})
-
-    monkeypatch.setattr(command, "reached", reached)
+    monkeypatch.setattr(command, "reached", through("lab-h2", line))
     monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: SwarmGpus({"lab-h1": 2}))
     assert cli.main(["gpus", "c1"]) == 0
     said = capsys.readouterr()

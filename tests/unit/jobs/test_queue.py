@@ -291,12 +291,7 @@ def test_the_queue_table_says_the_manager_it_was_read_through(
     the line saying so goes to the printer given."""
     three_managers(project)
     line = "cluster c1: through manager lab-h2 (lab-h1 (ssh://x) does not answer: down)"
-
-    def reached(cfg: Any, out: Any = None, **_kw: Any) -> Any:
-        out(line)
-        return cfg.model_copy(update={"manager": "lab-h2"})
-
-    monkeypatch.setattr(command, "reached", reached)
+    monkeypatch.setattr(command, "reached", through("lab-h2", line))
     said: list[str] = []
     assert any("exp1" in row for row in queuerun.queue_table("c1", said.append))
     assert said == [line]
