@@ -66,8 +66,10 @@ def queue_metrics(cluster: str, waiters: Sequence[Waiter], now: float) -> str:
         ),
         f"# HELP {WAIT_METRIC} Seconds each waiting job has waited since its first submit.",
         f"# TYPE {WAIT_METRIC} gauge",
+        # `run`, not `job`: Prometheus keeps `job` for the scrape job and renames the
+        # file's to `exported_job`; a job's run name is its name (infra/config/jobs.py).
         *(
-            f"{WAIT_METRIC}{_labels(cluster=cluster, job=w.job, state=w.state)} "
+            f"{WAIT_METRIC}{_labels(cluster=cluster, run=w.job, state=w.state)} "
             f"{max(0.0, now - w.since):.0f}"
             for w in sorted(waiters, key=lambda w: w.job)
         ),

@@ -161,7 +161,7 @@ def test_the_queue_metrics_say_b_waits(jobs: dict[str, Any]) -> None:
     c = ("cluster", CLUSTER)
     assert got[("dss_queue_jobs", (c, ("state", "reserved")))] == 1.0, text
     assert got[("dss_queue_jobs", (c, ("state", "queued")))] == 0.0, text
-    wait = got[("dss_queue_wait_seconds", (c, ("job", JOB_B), ("state", "reserved")))]
+    wait = got[("dss_queue_wait_seconds", (c, ("run", JOB_B), ("state", "reserved")))]
     assert wait == got[("dss_queue_head_wait_seconds", (c,))], text
 
 

@@ -112,7 +112,7 @@ def test_a_pass_writes_the_job_it_leaves_waiting(queued: dict[str, Any]) -> None
     queuerun.run_queue("c1", out=lambda _l: None)
     (script,) = written()
     assert 'dss_queue_jobs{cluster="c1",state="reserved"} 1\n' in script
-    assert 'dss_queue_wait_seconds{cluster="c1",job="exp1",state="reserved"} ' in script
+    assert 'dss_queue_wait_seconds{cluster="c1",run="exp1",state="reserved"} ' in script
 
 
 def test_a_pass_that_starts_the_job_writes_an_empty_queue(queued: dict[str, Any]) -> None:

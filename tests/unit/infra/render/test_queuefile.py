@@ -27,9 +27,9 @@ def test_waiting_jobs_by_state_each_wait_and_the_head() -> None:
     assert got == {
         ("dss_queue_jobs", (("cluster", "lab"), ("state", "queued"))): 1.0,
         ("dss_queue_jobs", (("cluster", "lab"), ("state", "reserved"))): 1.0,
-        ("dss_queue_wait_seconds", (("cluster", "lab"), ("job", "exp-a"), ("state", "queued"))):
+        ("dss_queue_wait_seconds", (("cluster", "lab"), ("run", "exp-a"), ("state", "queued"))):
             900.0,
-        ("dss_queue_wait_seconds", (("cluster", "lab"), ("job", "exp-b"), ("state", "reserved"))):
+        ("dss_queue_wait_seconds", (("cluster", "lab"), ("run", "exp-b"), ("state", "reserved"))):
             600.0,
         ("dss_queue_head_wait_seconds", (("cluster", "lab"),)): 600.0,
         ("dss_queue_pass_timestamp_seconds", (("cluster", "lab"),)): 1000.0,
