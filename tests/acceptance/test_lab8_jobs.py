@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from dss_train import checkpoints as ck
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness.configs import lab8_config
 from harness.lab import (
@@ -44,6 +45,15 @@ from harness.waits import wait_for
 from infra.config.models.job import Recovery
 from infra.layout import job_standby_name, training_service_names
 from infra.providers.queue import entry_name
+from infra.render.queuefile import (
+    JOBS_METRIC,
+    NOT_RUN_AFTER_S,
+    PASS_METRIC,
+    WAIT_METRIC,
+    Waiter,
+    file_name,
+    queue_metrics,
+)
 from jobs import command
 from jobs.queue import QUEUE_HEADER
 from tests.acceptance.conftest import JOB_SCRIPT, job_cli, job_cluster, task_container
@@ -58,6 +68,8 @@ MARK = "dss-acceptance: job code version 2"
 SCRIPT = JOB_SCRIPT
 TRAINING_HOSTS = [f"lab-h{i}" for i in range(1, 9)]
 SPARE = "lab-h9"
+FOURTH = f"{JOB}-w"
+"""The job test_two_jobs_share_four_hosts queues behind the three it runs."""
 """The lab8 config's spare (Pulumi.lab8.yaml)."""
 
 
@@ -389,7 +401,7 @@ def _third_beside_the_pair(
         after = max(logged_steps(name))
         wait_for(f"{name} past step {after}", _past(name, after + 2), 300, 2)
     assert {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))} == versions
-    fourth = f"{JOB}-w"
+    fourth = FOURTH
     said = _queued(cluster, code, fourth, "--nodes", "5", "--gpus-per-node", "4")
     engine: Any = client(1).api  # docker-py's low-level API is untyped
     # The head of the queue: reserved on the 4 hosts free now and a full one, held now
@@ -401,11 +413,69 @@ def _third_beside_the_pair(
     rows = job_cli(cluster, "queue", CLUSTER).splitlines()
     assert rows[0] == QUEUE_HEADER and len(rows) == 2, rows
     assert rows[1].split()[:2] == ["1", fourth] and " reserved " in rows[1], rows
+    not_run = _queue_scraped_and_not_run(cluster, prom, fourth)
     job_cli(cluster, "remove", fourth)
     assert not engine.configs(filters={"name": entry_name(fourth)}), "entry left"
     job_cli(cluster, "remove", third)
     assert {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))} == versions
-    return f"{third} planned on lab-h5..h8 beside them; 5 x 4 queued (4 hosts free), reserved"
+    return (
+        f"{third} planned on lab-h5..h8 beside them; 5 x 4 queued (4 hosts free), reserved; "
+        f"{not_run}"
+    )
+
+
+def _alerts_firing(prom: str, name: str) -> list[dict[str, Any]]:
+    """Alert `name`'s firing alerts of cluster CLUSTER, as Prometheus' alerts API says."""
+    return [
+        a for a in api(prom, "alerts")["alerts"]
+        if a["state"] == "firing" and a["labels"]["alertname"] == name
+        and a["labels"].get("cluster") == CLUSTER
+    ]  # fmt: skip
+
+
+def _queue_scraped_and_not_run(cluster: Stack, prom: str, head: str) -> str:
+    """The cluster's Prometheus scrapes the queue's metrics as `head`'s submit wrote them
+    (one job reserved, `head`'s wait); the file then rewritten by the command's own
+    renderer as a pass `NOT_RUN_AFTER_S` + 60 s ago would have left it (what a watch
+    that stopped leaves): DssQueueNotRun fires for the cluster, and one pass by hand
+    (`scripts/job queue CLUSTER --run`) writes it anew and the alert stops firing.
+    Returns the figure."""
+    c = f'cluster="{CLUSTER}"'
+    wait_for_prom(
+        "one reserved job scraped",
+        lambda: query(prom, f'max({JOBS_METRIC}{{{c},state="reserved"}}) == 1') or None,
+        120,
+    )
+    assert query(prom, f'max({WAIT_METRIC}{{{c},run="{head}",state="reserved"}})'), head
+    path = shared(".dss", "metrics", file_name(CLUSTER))
+    got = {s.name: s.value for f in text_string_to_metric_families(path.read_text())
+           for s in f.samples if s.name in (PASS_METRIC, WAIT_METRIC)}  # fmt: skip
+    since = got[PASS_METRIC] - got[WAIT_METRIC]
+    old = time.time() - NOT_RUN_AFTER_S - 60
+    text = queue_metrics(CLUSTER, [Waiter(head, "reserved", 1, since)], old)
+    temp = path.with_name(f".{path.name}.test")  # the collector reads *.prom only
+    temp.write_text(text)
+    temp.replace(path)
+    t0 = time.monotonic()
+    fired = wait_for_prom(
+        "DssQueueNotRun firing", lambda: _alerts_firing(prom, "DssQueueNotRun") or None, 300
+    )
+    fire_s = time.monotonic() - t0
+    assert len(fired) == 1, fired
+    assert fired[0]["annotations"]["description"].startswith("1 job(s) waited"), fired
+    t1 = time.monotonic()
+    said = job_cli(cluster, "queue", CLUSTER, "--run")
+    assert f"job {head} reserved: #1 on {CLUSTER}; " in said, said[-2000:]
+    wait_for_prom(
+        "DssQueueNotRun no longer firing",
+        lambda: not _alerts_firing(prom, "DssQueueNotRun") or None,
+        300,
+    )
+    return (
+        f"queue metrics scraped (1 reserved); DssQueueNotRun firing {fire_s:.0f} s after "
+        f"a pass {NOT_RUN_AFTER_S // 60 + 1} min old was written, cleared "
+        f"{time.monotonic() - t1:.0f} s after `job queue --run` began"
+    )
 
 
 def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str, str]) -> None:
@@ -415,8 +485,9 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
     under its run, `list` shows both and `gpus` the hosts they fill; a third such job is
     planned on the free lab-h5..h8 and trains beside them, the pair untouched; a fourth
     asking for more than is free is queued at the head, reserved, naming the hosts free
-    and the holders, holding no GPU and no service; stopping one of the pair leaves the
-    other's services untouched and training, and the cluster a no-op."""
+    and the holders, holding no GPU and no service, its queue metrics scraped, and
+    DssQueueNotRun firing on a pass 11 min old until a pass by hand; stopping one of the
+    pair leaves the other's services untouched and training, and the cluster a no-op."""
     pair = [f"{JOB}-x", f"{JOB}-y"]
     third = f"{JOB}-z"
     for name in [*pair, third]:
@@ -459,7 +530,7 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
         assert {n: v for n, v in service_versions().items() if n.startswith(kept)} == versions
         assert any(shared("checkpoints", stopped).iterdir()), "the stopped job's checkpoints"
     finally:
-        for name in [*pair, third]:
+        for name in [*pair, third, FOURTH]:
             if command.stack_file(name).exists():
                 job_cli(cluster, "remove", name)
     cluster.pulumi("preview", "--expect-no-changes")
