@@ -24,6 +24,7 @@ import pytest
 from dss_train import checkpoints as ck
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness import ROOT
 from harness.configs import lab8_config
 from harness.lab import (
     check_resumed_after_the_stop,
@@ -447,6 +448,12 @@ def _queue_scraped_and_not_run(cluster: Stack, prom: str, head: str) -> str:
         120,
     )
     assert query(prom, f'max({WAIT_METRIC}{{{c},run="{head}",state="reserved"}})'), head
+    # The dashboard's queue panels, asked as Grafana would: each query answers.
+    panels = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())["panels"]
+    exprs = [t["expr"] for p in panels for t in p["targets"] if "dss_queue" in t["expr"]]
+    assert len(exprs) == 4, exprs
+    for expr in exprs:
+        assert [r for r in query(prom, expr) if r["metric"].get("cluster") == CLUSTER], expr
     path = shared(".dss", "metrics", file_name(CLUSTER))
     got = {s.name: s.value for f in text_string_to_metric_families(path.read_text())
            for s in f.samples if s.name in (PASS_METRIC, WAIT_METRIC)}  # fmt: skip

@@ -106,11 +106,23 @@ def test_dashboard_queries_name_existing_metrics() -> None:
         assert names <= known, f"panel {title!r}: unknown metrics {names - known}"
 
 
+def shown() -> set[str]:
+    """The metric names some query of the dashboard selects."""
+    return set().union(*(metric_names(e) for _, e in queries()))
+
+
 def test_dashboard_shows_every_rank_metric() -> None:
     """Each metric a rank serves appears in some panel."""
-    used = set().union(*(metric_names(e) for _, e in queries()))
+    used = shown()
     served = {n for n in rank_metrics() if n.startswith("dss_") and not n.endswith("_created")}
     missing = served - used - {"dss_train_rank_info", "dss_train_start_timestamp_seconds"}
+    assert not missing, f"docs/grafana-dashboard.json shows no panel for {sorted(missing)}"
+
+
+def test_dashboard_shows_the_queue() -> None:
+    """Each metric of the queue's file (jobs waiting, waits, the last pass) appears in
+    some panel."""
+    missing = set(queuefile.METRICS) - shown()
     assert not missing, f"docs/grafana-dashboard.json shows no panel for {sorted(missing)}"
 
 
