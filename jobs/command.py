@@ -34,6 +34,7 @@ from infra.layout import training_service_names
 from infra.providers.fit import SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError
 from infra.providers.queue import Entry, list_entries
+from infra.providers.reach import last_line
 from jobs.jobfile import JobSpec as JobSpec
 from jobs.jobfile import job_settings as job_settings
 from jobs.jobfile import job_values as job_values
@@ -56,7 +57,7 @@ from jobs.master import on_master as on_master
 from jobs.master import task_address as task_address
 from jobs.placement import queued_hosts
 from jobs.queue import queued_row, record, revision, waiting_words
-from jobs.queuemetrics import publish
+from jobs.queuemetrics import publish, waiters
 from jobs.record import read_record
 from jobs.record import run_record as run_record
 from jobs.table import GPU_HEADER as GPU_HEADER
@@ -271,10 +272,42 @@ def logs(
 def stop(name: str, env: Mapping[str, str] | None = None, out: Printer = print) -> None:
     """Destroy the job's resources: its launch stops the run (the ranks checkpoint on
     SIGTERM), then its services go. Its stack, stack file, checkpoints and logs stay,
-    so `submit` again resumes it."""
+    so `submit` again resumes it. A queued job leaves its cluster's queue (its entry
+    goes), whose metrics are then written again (`left_queue`)."""
+    waited = _queued_on(name)
     stack = workspace_stack(name, env)
     stack.destroy(on_output=out, color="never")
     out(f"job {name}: stopped; its checkpoints and logs stay on the data dir")
+    if waited is not None:
+        left_queue(waited, out)
+
+
+def _queued_on(name: str) -> str | None:
+    """The cluster whose queue job `name` waits in (its file in the queued form); None:
+    it does not wait, or its file cannot be read (its stop goes on all the same)."""
+    try:
+        cfg = job_settings(name)
+    except (ConfigError, OSError):
+        return None
+    return cfg.cluster if cfg.queued else None
+
+
+def left_queue(cluster: str, out: Printer) -> None:
+    """Cluster `cluster`'s queue metrics written again after a waiting job left it,
+    when no job waits any more. Else they say one waits until the next pass, and with
+    no watch running DssQueueNotRun fires for a job that is gone. While others wait
+    the file is left to the next pass: written now it would date a pass that did not
+    run, and put off the alert that is right for them. Not under the submit lock: a
+    watch's next pass writes what it sees anyway. A failure is said; the stop stands."""
+    try:
+        cfg = cluster_reached(cluster)
+        entries = list_entries(leader_api(cfg))
+    except Exception as e:  # no manager, the leader's API: said; the stop is done already
+        why = e.problems[-1] if isinstance(e, ConfigError) else last_line(e)
+        out(f"cluster {cluster}: queue metrics not written: {why}")
+        return
+    if not waiters(entries):
+        publish(cfg, cluster, entries, out)
 
 
 def remove(name: str, env: Mapping[str, str] | None = None, out: Printer = print) -> None:

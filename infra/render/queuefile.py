@@ -5,7 +5,8 @@ supervisors' restart counts. Its names are here, below both of its users: the jo
 command writes it (jobs/queuemetrics.py) and the alert rules select by it
 (infra/render/alerts.py). Pure; no Pulumi, no I/O.
 
-A pass writes what it saw; nothing else does. So `dss_queue_pass_timestamp_seconds`
+A pass writes what it saw; so does the stop of the last waiting job, once its entry
+is gone (the queue then empty). So `dss_queue_pass_timestamp_seconds`
 says how old the rest is, and an alert fires when jobs wait and no pass has run for
 `NOT_RUN_AFTER_S`: nothing is starting them (no `scripts/job queue CLUSTER --watch`).
 """

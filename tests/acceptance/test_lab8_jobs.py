@@ -417,6 +417,10 @@ def _third_beside_the_pair(
     not_run = _queue_scraped_and_not_run(cluster, prom, fourth)
     job_cli(cluster, "remove", fourth)
     assert not engine.configs(filters={"name": entry_name(fourth)}), "entry left"
+    # The queue left empty: its metrics say so (no DssQueueNotRun for a job that is gone).
+    text = shared(".dss", "metrics", file_name(CLUSTER)).read_text()
+    assert f'{JOBS_METRIC}{{cluster="{CLUSTER}",state="reserved"}} 0\n' in text, text
+    assert fourth not in text, text
     job_cli(cluster, "remove", third)
     assert {n: v for n, v in service_versions().items() if n.startswith(tuple(pair))} == versions
     return (
@@ -493,7 +497,8 @@ def test_two_jobs_share_four_hosts(cluster: Stack, code: Path, report: dict[str,
     planned on the free lab-h5..h8 and trains beside them, the pair untouched; a fourth
     asking for more than is free is queued at the head, reserved, naming the hosts free
     and the holders, holding no GPU and no service, its queue metrics scraped, and
-    DssQueueNotRun firing on a pass 11 min old until a pass by hand; stopping one of the
+    DssQueueNotRun firing on a pass 11 min old until a pass by hand, and removed, the
+    queue's metrics saying none waits; stopping one of the
     pair leaves the other's services untouched and training, and the cluster a no-op."""
     pair = [f"{JOB}-x", f"{JOB}-y"]
     third = f"{JOB}-z"

@@ -22,6 +22,14 @@ class MasterScripts(list[str]):
         return types.SimpleNamespace(returncode=0, stdout="", stderr="")
 
 
+def written() -> list[str]:
+    """The scripts run on the master host since the `project` fixture was made: each a
+    write of the queue's metrics file."""
+    scripts = queuemetrics.on_master
+    assert isinstance(scripts, MasterScripts), scripts
+    return list(scripts)
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project dir holding the dev stack's config as cluster stack `c1`, and a code

@@ -15,7 +15,7 @@ from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.queue import Entry
 from infra.render.queuefile import file_name
 from jobs import command, queuemetrics, queuerun
-from tests.unit.jobs.conftest import MasterScripts
+from tests.unit.jobs.conftest import MasterScripts, written
 from tests.unit.jobs.test_queue import queued
 
 pytestmark = pytest.mark.unit
@@ -34,13 +34,6 @@ def settings(data_dir: Path) -> StackConfig:
     cfg = command.cluster_settings("c1")
     training = cfg.training.model_copy(update={"data_dir": str(data_dir)})
     return cfg.model_copy(update={"training": training})
-
-
-def written() -> list[str]:
-    """The scripts the passes ran on the master host (the `project` fixture's)."""
-    scripts = queuemetrics.on_master
-    assert isinstance(scripts, MasterScripts), scripts
-    return list(scripts)
 
 
 def test_the_script_puts_the_file_in_place_whole(project: Path, tmp_path: Path) -> None:
