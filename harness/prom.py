@@ -27,6 +27,18 @@ def query(base: str, promql: str) -> list[dict[str, Any]]:
     return result
 
 
+def firing(base: str, alertname: str = "", **labels: str) -> list[dict[str, Any]]:
+    """The alerts firing now: only those named `alertname` when given, and only those
+    carrying each of `labels`."""
+    return [
+        a
+        for a in api(base, "alerts")["alerts"]
+        if a["state"] == "firing"
+        and alertname in ("", a["labels"]["alertname"])
+        and all(a["labels"].get(k) == v for k, v in labels.items())
+    ]
+
+
 def wait_for_prom(
     what: str, check: Callable[[], T | None], timeout: float, interval: float = 5.0
 ) -> T:

@@ -40,7 +40,7 @@ from harness.lab import (
     shared,
     wait_resumed,
 )
-from harness.prom import api, query, wait_for_prom
+from harness.prom import api, firing, query, wait_for_prom
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.config.models.job import Recovery
@@ -265,14 +265,9 @@ def test_spent_budget_fires_the_alert_and_refresh_reports_it(
             wait_resumed(JOB, offset)
     t_spent = time.monotonic()
 
-    def fired() -> list[dict[str, Any]] | None:
-        alerts = [
-            a for a in api(prom, "alerts")["alerts"]
-            if a["state"] == "firing" and a["labels"]["alertname"] == "DssRestartBudgetSpent"
-        ]  # fmt: skip
-        return alerts or None
-
-    alerts = wait_for_prom("DssRestartBudgetSpent firing", fired, 600)
+    alerts = wait_for_prom(
+        "DssRestartBudgetSpent firing", lambda: firing(prom, "DssRestartBudgetSpent"), 600
+    )
     alert_s = time.monotonic() - t_spent
     assert [a["labels"]["run"] for a in alerts] == [JOB], alerts
 
@@ -429,15 +424,6 @@ def _third_beside_the_pair(
     )
 
 
-def _alerts_firing(prom: str, name: str) -> list[dict[str, Any]]:
-    """Alert `name`'s firing alerts of cluster CLUSTER, as Prometheus' alerts API says."""
-    return [
-        a for a in api(prom, "alerts")["alerts"]
-        if a["state"] == "firing" and a["labels"]["alertname"] == name
-        and a["labels"].get("cluster") == CLUSTER
-    ]  # fmt: skip
-
-
 def _queue_scraped_and_not_run(cluster: Stack, prom: str, head: str) -> str:
     """The cluster's Prometheus scrapes the queue's metrics as `head`'s submit wrote them
     (one job reserved, `head`'s wait); the file then rewritten by the command's own
@@ -469,7 +455,7 @@ def _queue_scraped_and_not_run(cluster: Stack, prom: str, head: str) -> str:
     temp.replace(path)
     t0 = time.monotonic()
     fired = wait_for_prom(
-        "DssQueueNotRun firing", lambda: _alerts_firing(prom, "DssQueueNotRun") or None, 300
+        "DssQueueNotRun firing", lambda: firing(prom, "DssQueueNotRun", cluster=CLUSTER), 300
     )
     fire_s = time.monotonic() - t0
     assert len(fired) == 1, fired
@@ -479,7 +465,7 @@ def _queue_scraped_and_not_run(cluster: Stack, prom: str, head: str) -> str:
     assert f"job {head} reserved: #1 on {CLUSTER}; " in said, said[-2000:]
     wait_for_prom(
         "DssQueueNotRun no longer firing",
-        lambda: not _alerts_firing(prom, "DssQueueNotRun") or None,
+        lambda: not firing(prom, "DssQueueNotRun", cluster=CLUSTER),
         300,
     )
     return (

@@ -21,7 +21,7 @@ import pytest
 
 from harness.configs import dev_config
 from harness.lab import client, exec_text
-from harness.prom import api, query, wait_for_prom
+from harness.prom import api, firing, query, wait_for_prom
 from harness.stack import Stack
 from harness.waits import wait_for
 from tests.engine.conftest import MakeStack
@@ -58,15 +58,6 @@ def deployed(lab: dict[str, Any], monitoring_images: None, make_stack: MakeStack
 def prom(deployed: Stack) -> str:
     """The stack output prometheusAddress."""
     return str(deployed.outputs()["prometheusAddress"])
-
-
-def firing(base: str, alertname: str = "") -> list[dict[str, Any]]:
-    """The alerts firing now (only those named `alertname`, when given)."""
-    return [
-        a
-        for a in api(base, "alerts")["alerts"]
-        if a["state"] == "firing" and alertname in ("", a["labels"]["alertname"])
-    ]
 
 
 def targets_by_job(base: str) -> dict[str, list[str]]:

@@ -8,24 +8,21 @@ the ranks by static targets instead of Swarm DNS."""
 from __future__ import annotations
 
 import copy
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 import yaml
 
-from harness import waits
+from harness.prom import api, firing, wait_for_prom
 from infra.config import parse_stack_config
 from infra.render import prometheus
 from tests.image.conftest import ROOT, docker
@@ -140,24 +137,9 @@ def prom(
         docker("rm", "-f", "-v", name, check=False)
 
 
-def api(base: str, path: str, **params: str) -> Any:
-    """GET Prometheus' HTTP API; the `data` field."""
-    query = f"?{urllib.parse.urlencode(params)}" if params else ""
-    with urllib.request.urlopen(f"{base}/api/v1/{path}{query}", timeout=10) as r:
-        return json.loads(r.read())["data"]
-
-
 def wait_for(what: str, check: Callable[[], T | None], timeout: float) -> T:
-    """`harness.waits.wait_for` on Prometheus' API: while it is not answering, poll on."""
-    return waits.wait_for(what, check, timeout, interval=2, ignore=(OSError,))
-
-
-def firing(base: str, alertname: str) -> list[dict[str, Any]]:
-    return [
-        a["labels"]
-        for a in api(base, "alerts")["alerts"]
-        if a["labels"]["alertname"] == alertname and a["state"] == "firing"
-    ]
+    """`wait_for_prom`, polling every 2 s (the scrape interval here is short)."""
+    return wait_for_prom(what, check, timeout, interval=2)
 
 
 def test_stopped_rank_fires_stalled_for_it_alone(
@@ -175,15 +157,15 @@ def test_stopped_rank_fires_stalled_for_it_alone(
     # before rank 1 serves): an alert from that start clears within an evaluation or two.
     wait_for(
         "no alert while both ranks advance",
-        lambda: not [a for a in api(prom, "alerts")["alerts"] if a["state"] == "firing"],
+        lambda: not firing(prom),
         60,
     )
     rank1 = ranks[1][0]
     rank1.send_signal(signal.SIGSTOP)
     stopped = time.monotonic()
-    labels = wait_for("DssRankStalled", lambda: firing(prom, "DssRankStalled"), WINDOW_S + 40)
+    alerts = wait_for("DssRankStalled", lambda: firing(prom, "DssRankStalled"), WINDOW_S + 40)
     took = time.monotonic() - stopped
-    assert [a["rank"] for a in labels] == ["1"], f"stalled alerts: {labels}"
+    assert [a["labels"]["rank"] for a in alerts] == ["1"], f"stalled alerts: {alerts}"
     # Not at once. But not a full window either: the rank's last step is seen up to a
     # scrape before the stop, and changes() needs two samples in the window.
     assert took >= WINDOW_S - 3 * SCRAPE_S, f"fired after {took:.0f}s, before its window"
