@@ -193,7 +193,15 @@ def queued_row(
     if isinstance(found, str):
         state, reason = "queued", found
     elif name not in found:
-        state, reason = "queued", f"no entry {entry_name(name)} on the leader; submit it again"
+        # Started by a pass from another checkout (jobs/entryfile.py), or lost.
+        state, reason = (
+            "queued",
+            (
+                f"no entry {entry_name(name)} on the leader: a pass from another checkout may "
+                f"have started it (`scripts/job gpus {cluster}` shows whether it holds GPUs); "
+                "if not, submit it again"
+            ),
+        )
     else:
         e = found[name]
         state = e.state

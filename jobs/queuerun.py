@@ -8,8 +8,10 @@ the released form, which frees its GPUs), then reads every entry, admits what fi
 order, whole or not at all, the head's reservation kept), writes each verdict into its
 entry, and starts each admitted job by the `up` its submit would have run: its stack
 file written without `training.queued`, with the pass's hosts, then `pulumi up` of its
-stack in this checkout. The job's file and code dir must be here, at the revision it
-was submitted from (the file records it); else the job is named and left waiting.
+stack in this checkout. The job's code dir must be here, at the revision it was
+submitted from (the file records it); a job submitted from another checkout has its
+file written from its entry first, when this checkout is at its revision and has its
+code (jobs/entryfile.py); else the job is named and left waiting.
 `--watch` makes the pass again and again (jobs/queuewatch.py); no runner service
 starts a job by itself yet (C6).
 """
@@ -23,6 +25,7 @@ from infra.config import stack_file_values
 from infra.placement import Placement
 from infra.providers.queue import list_entries
 from jobs import command, queuemetrics
+from jobs.entryfile import CannotStart, write_from_entry
 from jobs.leader import quiet
 from jobs.queue import admission, queue_lines, record, revision, waiting_words
 from jobs.release import release_ended
@@ -48,10 +51,6 @@ class Pass:
     """The manager the pass went through; None: the cluster's first."""
 
 
-class CannotStart(Exception):
-    """An admitted job that cannot start from this checkout: the line saying why."""
-
-
 def _full_form(job: str, placement: Placement, manager: str | None) -> str:
     """Write job `job`'s stack file in its full form on `placement`, going through
     `manager` (None: the cluster's first; a queued job holds nothing made through the
@@ -59,10 +58,6 @@ def _full_form(job: str, placement: Placement, manager: str | None) -> str:
     CannotStart: not from this checkout."""
     path = command.stack_file(job)
     where = ", ".join(placement.hosts)
-    if not path.exists():
-        raise CannotStart(f"job {job}: admitted on {where}, but {path.name} is not in this "
-                          "checkout; allowed: run the queue from the checkout it was "
-                          "submitted from")  # fmt: skip
     text = path.read_text()
     values = stack_file_values(text)
     training = dict(values.get("training") or {})
@@ -129,6 +124,8 @@ def queue_pass(
         record(api, adm)
         for job, placement in adm.admitted.items():
             try:
+                if not command.stack_file(job).exists():  # submitted from another checkout
+                    out(write_from_entry(job, cluster, api))
                 start(job, placement, env, out, cfg.manager)
                 started.append(job)
             except CannotStart as why:

@@ -5,18 +5,22 @@ docs/design/sharing.md, 3.2. When `scripts/job submit` finds no room for the job
 the stack then holds its ClusterRef and this component, whose one child is the job's
 queue entry (infra/providers/queue.py, the Swarm config `dss-queue.<job>` on the
 leader), and no GPU service, no launch and no scrape, so the job holds no GPU while it
-waits (no hold-and-wait). The entry's data is the job's training as submitted (without
-its code dir, a path that differs between checkouts), its code's digest and the project
-revision, so the job that starts is the one submitted. The code itself is not copied
-yet: with no task of the job there is nothing to sync it through until the job is
-admitted (a runner's task does it in the design's C6); its digest is what the start is
-checked against. Admitted (`scripts/job queue CLUSTER --run`, or a submit that fits),
-the file is written without `queued` and `up` makes the full form, deleting the entry.
+waits (no hold-and-wait). The entry's data is the job's training as submitted, its
+code's digest and the project revision, so the job that starts is the one submitted.
+Its code dir is in the data only when it is inside the project (a path relative to it,
+the same in every checkout; an absolute one is a path on the submitter's machine): a
+pass from another checkout at that revision whose code dir there has that digest
+writes the job's file from the data (jobs/entryfile.py). The code itself is not
+copied: with no task of the job there is nothing to sync it through until the job is
+admitted (a runner's task does it in the design's C6). Admitted (`scripts/job queue
+CLUSTER --run`, or a submit that fits), the file is written without `queued` and `up`
+makes the full form, deleting the entry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -39,15 +43,19 @@ class QueuedJobArgs:
 
 def entry_data(cfg: StackConfig) -> dict[str, Any]:
     """The entry's data: the job's training as submitted (its keys that differ from the
-    defaults, without the code dir and the mark), its code digest (None: the image's
-    code) and the revision it was submitted from."""
+    defaults, without the code and the mark), its code digest (None: the image's code),
+    the revision it was submitted from, and its `code` section when its dir is inside
+    the project (module doc; absent otherwise, so an image-code job's data is as it was)."""
     t = cfg.training
     digest = bundle(code_dir(t.code.dir), t.code.exclude).digest if t.code.dir else None
-    return {
+    data = {
         "training": t.model_dump(mode="json", exclude={"code", "queued"}, exclude_defaults=True),
         "code_digest": digest,
         "revision": t.queued.revision if t.queued else "",
     }
+    if t.code.dir and not Path(t.code.dir).is_absolute():
+        data["code"] = t.code.model_dump(mode="json", exclude_defaults=True)
+    return data
 
 
 def entry_ask(cfg: StackConfig) -> dict[str, Any]:

@@ -21,6 +21,7 @@ swarm reads as gone (the next `up` makes it again).
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -139,6 +140,12 @@ def find_entry(api: Any, job: str) -> Entry | None:
         if (cfg.get("Spec") or {}).get("Name") == name:  # the filter matches prefixes too
             return _entry(cfg)
     return None
+
+
+def entry_data(api: Any, entry: Entry) -> dict[str, Any]:
+    """The data entry `entry` was made with (`_data`): the engine returns it base64."""
+    spec = api.inspect_config(entry.id).get("Spec") or {}
+    return dict(json.loads(base64.b64decode(spec.get("Data") or "e30=")))
 
 
 def list_entries(api: Any) -> list[Entry]:

@@ -8,8 +8,9 @@ no launch: it holds no GPU), the entry is the Swarm config `dss-queue.<B>` on th
 leader, `scripts/job list` reads `reserved` with the place and reason under the table
 and `scripts/job queue CLUSTER` shows its row, and the queue's metrics file on the
 shared data dir says one job reserved; A stopped (`scripts/job stop`), one pass
-by hand (`scripts/job queue CLUSTER --run`, from this checkout, which submitted it)
-admits B and starts it: its file in the full form planned on both hosts, its entry
+by hand (`scripts/job queue CLUSTER --run`) with B's stack file removed (as from a
+checkout B was not submitted from: its file written from its entry) admits B and
+starts it: its file in the full form planned on both hosts, its entry
 gone, B training, and its next preview a no-op. Then C is submitted behind B and
 `scripts/job queue CLUSTER --watch` runs with no one acting: B ends its steps, the
 watch releases it and starts C (the Swarm-service runner, C6, is not built). Last, a
@@ -20,6 +21,7 @@ depend on this order (as tests/engine/test_jobs.py).
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import time
@@ -100,14 +102,26 @@ def entries() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster: Stack, code: Path) -> Iterator[dict[str, list[str]]]:
-    """A submitted and training, B submitted behind it; what each submit said. Both
-    removed afterwards in any case."""
+def inner_code(code: Path) -> Iterator[Path]:
+    """The code dir inside the project (git-ignored scratch), so B's entry carries its
+    dir and a pass without B's file can write it from the entry (jobs/entryfile.py)."""
+    inner = ROOT / "bench" / "out" / "test-queue-code"
+    shutil.rmtree(inner, ignore_errors=True)
+    shutil.copytree(code, inner)
+    yield inner
+    shutil.rmtree(inner, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def jobs(cluster: Stack, code: Path, inner_code: Path) -> Iterator[dict[str, list[str]]]:
+    """A submitted and training, B submitted behind it (its code inside the project);
+    what each submit said. Both removed afterwards in any case."""
     said: dict[str, list[str]] = {JOB_A: [], JOB_B: []}
     try:
         command.submit(spec(JOB_A, code), env=cluster.env, out=said[JOB_A].append)
         wait_for("A's first steps", lambda: len(logged_steps(JOB_A)) >= 2, 600, 2)
-        command.submit(spec(JOB_B, code, B_STEPS), env=cluster.env, out=said[JOB_B].append)
+        command.submit(spec(JOB_B, inner_code, B_STEPS), env=cluster.env,
+                       out=said[JOB_B].append)  # fmt: skip
         yield said
     finally:
         for name in (JOB_B, JOB_A):
@@ -168,10 +182,15 @@ def test_the_queue_metrics_say_b_waits(jobs: dict[str, Any]) -> None:
 def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
     cluster: Stack, jobs: dict[str, Any]
 ) -> None:
-    """A stopped; `job queue --run` admits B and runs its `up`: its file in the full form
-    planned on both hosts, its entry gone, B training, its next preview a no-op."""
+    """A stopped; `job queue --run` from a checkout without B's stack file (the file
+    removed, as on a machine B was not submitted from) writes B's file from its entry,
+    admits B and runs its `up`: its file in the full form planned on both hosts, its
+    entry gone, B training, its next preview a no-op."""
     _cli(cluster, "stop", JOB_A)
+    command.stack_file(JOB_B).unlink()
     said = _cli(cluster, "queue", CLUSTER, "--run", timeout=900)
+    wrote = f"job {JOB_B}: {command.stack_file(JOB_B).name} written from its queue entry"
+    assert wrote in said, said[-3000:]
     assert f"job {JOB_B}: admitted on lab-h1, lab-h2; pulumi up" in said, said[-3000:]
     training = stack_file_values(command.stack_file(JOB_B).read_text())["training"]
     assert "queued" not in training, training

@@ -9,6 +9,7 @@ import pytest
 from infra.components.queue import entry_ask, entry_data
 from infra.config import parse_stack_config
 from infra.render.code import bundle
+from ops.project import ROOT
 from tests.unit.infra.config.rules.test_placement import job_raw
 
 pytestmark = pytest.mark.unit
@@ -25,6 +26,17 @@ def test_entry_data_holds_the_code_digest_not_its_path(tmp_path: Path) -> None:
     assert data["revision"] == "r1"
     assert "code" not in data["training"] and "queued" not in data["training"]
     assert data["training"]["nodes"] == 2
+    assert "code" not in data, "an absolute dir is a path on the submitter's machine"
+
+
+def test_entry_data_holds_a_code_dir_inside_the_project() -> None:
+    """A code dir relative to the project (the same in every checkout) is in the data,
+    with its excludes when not the defaults, so another checkout can find it."""
+    code = {"dir": "examples/torchrun-ddp", "exclude": ["*.md"]}
+    raw = job_raw(nodes=2, queued={"revision": "r1"}, code=code, script="train.py")
+    data = entry_data(parse_stack_config(raw))
+    assert data["code"] == code
+    assert data["code_digest"] == bundle(ROOT / "examples" / "torchrun-ddp", ["*.md"]).digest
 
 
 def test_entry_ask_is_the_planners() -> None:

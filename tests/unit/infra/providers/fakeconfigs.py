@@ -1,9 +1,11 @@
 """A fake of the leader's Swarm configs as docker-py's APIClient reaches them: names
-unique (409), data kept, labels updated only at the version read (a stale version is
+unique (409), data kept (base64 in the spec, as docker-py sends it and the engine
+returns it), labels updated only at the version read (a stale version is
 refused as Swarm's Raft store refuses it), a missing id 404."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from typing import Any
@@ -39,7 +41,7 @@ class FakeConfigs:
             raise ApiError(409, f"config {name} already exists")
         self.made += 1
         cid = f"cfg{self.made}"
-        spec = {"Name": name, "Labels": dict(labels or {}), "Data": data.decode()}
+        spec = {"Name": name, "Labels": dict(labels or {}), "Data": base64.b64encode(data).decode()}
         self.by_id[cid] = {"ID": cid, "Version": {"Index": 1}, "Spec": spec}
         return {"ID": cid}
 
@@ -85,7 +87,7 @@ class FakeConfigs:
 
     def data(self, name: str) -> Any:
         (cfg,) = [c for c in self.by_id.values() if c["Spec"]["Name"] == name]
-        return json.loads(cfg["Spec"]["Data"])
+        return json.loads(base64.b64decode(cfg["Spec"]["Data"]))
 
     def labels(self, name: str) -> dict[str, str]:
         (cfg,) = [c for c in self.by_id.values() if c["Spec"]["Name"] == name]

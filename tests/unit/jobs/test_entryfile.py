@@ -1,0 +1,163 @@
+"""jobs.entryfile: a waiting job's stack file written from its queue entry by a pass
+run from a checkout that lacks it, and each reason it is not (the leader's configs
+faked; the code dir is the project's examples/torchrun-ddp, relative to the project)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.components.queue import entry_ask, entry_data
+from infra.config import StackConfig
+from infra.providers.fit import SwarmGpus
+from infra.providers.queue import LABEL, ask_label, entry_name
+from infra.render.code import bundle
+from jobs import command, entryfile, queuerun
+from ops.project import ROOT
+from tests.unit.infra.providers.fakeconfigs import FakeConfigs
+from tests.unit.jobs.test_queue import Ran
+
+pytestmark = pytest.mark.unit
+
+CODE = "examples/torchrun-ddp"
+REV = "1f2e3d4c5b6a798877665544332211ffeeddccbb"
+
+
+def submitted(training: dict[str, Any] | None = None) -> StackConfig:
+    """exp1 as its submitter's checkout wrote it (queued at REV, code inside the
+    project), parsed; its file then removed, as another checkout has none."""
+    t = {"code": {"dir": CODE}, "script": "train.py", "nodes": 2, "gpus_per_node": 2,
+         "queued": {"revision": REV}, **(training or {})}  # fmt: skip
+    command.write_values("exp1", command.job_values("c1", t))
+    cfg = command.job_settings("exp1")
+    command.stack_file("exp1").unlink()
+    return cfg
+
+
+def put_entry(api: Any, cfg: StackConfig, **data: Any) -> None:
+    """exp1's entry as its queued form's `up` made it from `cfg`, with `data` over it."""
+    labels = {"state": "reserved", "priority": "0", "since": "1.000", "position": "1",
+              "ask": ask_label(entry_ask(cfg)), "hosts": "lab-h1,lab-h2"}  # fmt: skip
+    body = {**entry_data(cfg), **data}
+    api.create_config(
+        entry_name("exp1"), _json(body), labels={LABEL + k: v for k, v in labels.items()}
+    )
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True).encode()
+
+
+@pytest.fixture
+def leader(project: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The leader's configs (the `project` fixture's fake) and this checkout at REV."""
+    monkeypatch.setattr(entryfile, "revision", lambda _root: REV)
+    api = FakeConfigs()
+    monkeypatch.setattr(command, "leader_api", lambda _cfg: api)
+    return api
+
+
+@pytest.fixture
+def ran(leader: Any, monkeypatch: pytest.MonkeyPatch) -> Ran:
+    """A pass's engine: the lock free, both hosts' GPUs free, each `up` kept."""
+    engine = Ran()
+    monkeypatch.setattr(command, "read_swarm", lambda *_a: SwarmGpus({"lab-h1": 2, "lab-h2": 2}))
+    monkeypatch.setattr(command, "submit_lock", lambda *_a, **_k: contextlib.nullcontext())
+    monkeypatch.setattr(command, "workspace_stack", engine.stack)
+    return engine
+
+
+def test_the_file_written_from_the_entry_is_the_job_submitted(leader: Any) -> None:
+    """Same revision, same code here: the file is written in the queued form, and it
+    parses to the config the submitter's file gave."""
+    cfg = submitted({"steps": 40, "priority": 3})
+    put_entry(leader, cfg)
+    line = entryfile.write_from_entry("exp1", "c1", leader)
+    digest = bundle(ROOT / CODE, [".git"]).digest
+    assert line == f"job exp1: Pulumi.exp1.yaml written from its queue entry (revision " \
+                   f"{REV[:12]}, code {digest})"  # fmt: skip
+    assert command.job_settings("exp1") == cfg
+
+
+@pytest.mark.parametrize(
+    ("here", "said"),
+    [
+        ("0" * 40, f"submitted from revision {REV[:12]} while this checkout is at 000000000000"),
+        ("", f"submitted from revision {REV[:12]} while this checkout is at none"),
+    ],
+)
+def test_another_revision_is_refused(
+    leader: Any, monkeypatch: pytest.MonkeyPatch, here: str, said: str
+) -> None:
+    """This checkout at another revision, or not a git checkout: refused, nothing written."""
+    put_entry(leader, submitted())
+    monkeypatch.setattr(entryfile, "revision", lambda _root: here)
+    with pytest.raises(entryfile.CannotStart, match=said):
+        entryfile.write_from_entry("exp1", "c1", leader)
+    assert not command.stack_file("exp1").exists()
+
+
+def test_a_job_submitted_from_no_git_checkout_is_refused(leader: Any) -> None:
+    """No revision in the entry: the program it was submitted with cannot be told."""
+    put_entry(leader, submitted(), revision="")
+    with pytest.raises(entryfile.CannotStart, match=r"revision none \(not a git checkout\)"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+
+
+def test_a_code_dir_outside_the_project_is_refused(leader: Any) -> None:
+    """The entry has the digest but no dir (the submitter's was outside its project)."""
+    cfg = submitted()
+    body = {k: v for k, v in entry_data(cfg).items() if k != "code"}
+    leader.create_config(entry_name("exp1"), _json(body), labels={})
+    with pytest.raises(entryfile.CannotStart, match="its code dir was outside the project"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+    assert not command.stack_file("exp1").exists()
+
+
+def test_other_code_here_is_refused_naming_both_digests(leader: Any) -> None:
+    """The dir here hashes to another digest than the one submitted: refused, both named."""
+    put_entry(leader, submitted(), code_digest="0123456789ab")
+    here = bundle(ROOT / CODE, [".git"]).digest
+    with pytest.raises(entryfile.CannotStart, match=f"{CODE} here is {here}, submitted as 0123"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+
+
+def test_a_missing_code_dir_is_refused(leader: Any) -> None:
+    """The entry's dir is not in this checkout."""
+    put_entry(leader, submitted(), code={"dir": "examples/not-here"})
+    with pytest.raises(entryfile.CannotStart, match="examples/not-here here is missing"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+
+
+def test_an_entry_gone_is_refused(leader: Any) -> None:
+    with pytest.raises(entryfile.CannotStart, match=r"its entry dss-queue\.exp1 is gone"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+
+
+def test_a_pass_from_a_checkout_without_the_file_starts_the_job(leader: Any, ran: Ran) -> None:
+    """GPUs free: the pass writes exp1's file from its entry, then its full form, and
+    runs its `up`; what it did is said in that order."""
+    put_entry(leader, submitted())
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == ["exp1"]
+    assert ran.ups == ["exp1"]
+    t = command.job_settings("exp1").training
+    assert t.queued is None and t.hosts == ["lab-h1", "lab-h2"] and t.code.dir == CODE
+    wrote = next(i for i, ln in enumerate(lines) if "written from its queue entry" in ln)
+    assert lines[wrote + 1] == "job exp1: admitted on lab-h1, lab-h2; pulumi up"
+
+
+def test_a_pass_names_a_job_it_cannot_write_and_leaves_it_waiting(
+    leader: Any, ran: Ran, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another revision: the pass runs no `up`, writes no file, and says why."""
+    put_entry(leader, submitted())
+    monkeypatch.setattr(entryfile, "revision", lambda _root: "0" * 40)
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append) == []
+    assert ran.ups == [] and not command.stack_file("exp1").exists()
+    assert any(ln.startswith("job exp1: Pulumi.exp1.yaml is not in this checkout") for ln in lines)
