@@ -18,6 +18,8 @@ from here, as the CLI and the tests use them.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -36,6 +38,8 @@ from infra.providers.hostops import HostError
 from infra.providers.queue import Entry, list_entries
 from infra.providers.reach import last_line
 from jobs.jobfile import JobSpec as JobSpec
+from jobs.jobfile import carried_code as carried_code
+from jobs.jobfile import file_values as file_values
 from jobs.jobfile import job_settings as job_settings
 from jobs.jobfile import job_values as job_values
 from jobs.jobfile import kept_manager as kept_manager
@@ -55,7 +59,7 @@ from jobs.master import logs_command as logs_command
 from jobs.master import metrics_script as metrics_script
 from jobs.master import on_master as on_master
 from jobs.master import task_address as task_address
-from jobs.placement import queued_hosts
+from jobs.placement import holds_gpus, queued_hosts
 from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish, waiters
 from jobs.record import read_record
@@ -100,6 +104,18 @@ def placed(
         raise ConfigError(problems)
     path = stack_file(spec.name)
     old = stack_file_values(path.read_text()).get("training") or {} if path.exists() else {}
+    if (
+        "queued" in old
+        and holds_gpus(swarm, spec.name)
+        and spec.name not in {e.job for e in entries}
+    ):
+        # Planned afresh it could move, and a move restarts the run (jobs/entryfile.py).
+        raise ConfigError([
+            f"job {spec.name}: runs on cluster {spec.cluster} (a pass from another checkout "
+            f"started it), while {path.name} here still says queued; nothing was changed; "
+            "allowed: submit it from the checkout that started it, or `scripts/job stop "
+            f"{spec.name}` and submit it again (it resumes from its checkpoint)"
+        ])  # fmt: skip
     training = Training.model_validate(raw["training"])
     keys, adm = queued_hosts(spec.name, training, cluster, swarm, old, entries, time.time())
     return replace(spec, hosts=keys.get("hosts"), placement=keys.get("placement")), adm
@@ -128,6 +144,15 @@ def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Sta
         work_dir=str(ROOT), env_vars=dict(env or {}), secrets_provider="passphrase"
     )
     return auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT), opts=opts)
+
+
+def existing_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Stack:
+    """Stack `name` of this project when it is in the state backend already
+    (auto.StackNotFoundError: it is not, and none is made)."""
+    opts = auto.LocalWorkspaceOptions(
+        work_dir=str(ROOT), env_vars=dict(env or {}), secrets_provider="passphrase"
+    )
+    return auto.select_stack(stack_name=name, work_dir=str(ROOT), opts=opts)
 
 
 def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = print) -> Any:
@@ -316,4 +341,7 @@ def remove(name: str, env: Mapping[str, str] | None = None, out: Printer = print
     stack = workspace_stack(name, env)
     stack.workspace.remove_stack(name)
     stack_file(name).unlink(missing_ok=True)
+    shutil.rmtree(carried_code(name), ignore_errors=True)  # a queue pass's unpacked copy
+    with contextlib.suppress(OSError):  # the dir of every job's copies, when none is left
+        carried_code(name).parent.rmdir()
     out(f"job {name}: stack and {stack_file(name).name} removed")

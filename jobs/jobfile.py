@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from infra.config import ConfigError, StackConfig, parse_job, stack_file_values
 from infra.config import stack_file_yaml as render_stack_file
 from infra.layout import PROJECT
@@ -86,6 +88,29 @@ def stack_file(name: str) -> Path:
     return ROOT / f"Pulumi.{name}.yaml"
 
 
+CARRIED_DIR = ".dss-queued-code"
+"""Where a queue pass unpacks the code a job's queue entry carries, in the checkout it
+runs from (git-ignored; jobs/entryfile.py)."""
+
+
+def carried_code(name: str) -> Path:
+    """Job `name`'s versions of carried code unpacked in this checkout (`CARRIED_DIR`)."""
+    return ROOT / CARRIED_DIR / name
+
+
+def file_values(name: str) -> dict[str, Any] | None:
+    """Job `name`'s stack file values (`job_values`) in this checkout; None: it has no
+    file, or one holding none of the project's keys (the engine writes a file with only
+    the encryption salt for a stack selected with no file: jobs/release.py)."""
+    path = stack_file(name)
+    if not path.exists():
+        return None
+    text = path.read_text()
+    if not (yaml.safe_load(text) or {}).get("config"):
+        return None
+    return stack_file_values(text)
+
+
 def job_settings(name: str) -> StackConfig:
     """Job `name`'s validated config, its cluster's file included (ConfigError: why not)."""
     return parse_job(stack_file_values(stack_file(name).read_text()), name, ROOT)
@@ -135,8 +160,6 @@ def write_values(name: str, raw: Mapping[str, Any]) -> Path:
     path = stack_file(name)
     text = render_stack_file({f"{PROJECT}:{k}": v for k, v in raw.items()})
     if path.exists():
-        import yaml
-
         old = yaml.safe_load(path.read_text()) or {}
         if "encryptionsalt" in old:
             text += yaml.safe_dump({"encryptionsalt": old["encryptionsalt"]})

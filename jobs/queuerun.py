@@ -11,7 +11,8 @@ file written without `training.queued`, with the pass's hosts, then `pulumi up` 
 stack in this checkout. The job's code dir must be here, at the revision it was
 submitted from (the file records it); a job submitted from another checkout has its
 file written from its entry first, when this checkout is at its revision and has its
-code (jobs/entryfile.py); else the job is named and left waiting.
+code, in the project or carried by the queue (jobs/entryfile.py); else the job is
+named and left waiting.
 `--watch` makes the pass again and again (jobs/queuewatch.py); no runner service
 starts a job by itself yet (C6).
 """
@@ -115,16 +116,17 @@ def queue_pass(
     holder = command.holder_name(f"the queue of {cluster}")
     with command.cluster_lock(cfg, holder, out):
         swarm = command.leader_gpus(cfg)
-        released = release_ended(cluster, swarm, env, out)
-        standing.update(released.problems)
         api = command.leader_api(cfg)
+        waiting = {e.job for e in list_entries(api)}
+        released = release_ended(cluster, swarm, env, out, waiting)
+        standing.update(released.problems)
         # What the released jobs held is free now: read again.
         adm = admission(cfg, command.leader_gpus(cfg) if released.jobs else swarm,
                         list_entries(api))  # fmt: skip
         record(api, adm)
         for job, placement in adm.admitted.items():
             try:
-                if not command.stack_file(job).exists():  # submitted from another checkout
+                if command.file_values(job) is None:  # submitted from another checkout
                     out(write_from_entry(job, cluster, api))
                 start(job, placement, env, out, cfg.manager)
                 started.append(job)

@@ -20,20 +20,26 @@ its file was put back by hand) gets the released form's `up` again, with no refr
 its verdict is in its file. A failed refresh or `up` is said, naming the job, and the
 pass goes on: the job keeps its GPUs until a later pass releases it. A queued job holds
 no GPU, and a CPU job none to give back: neither is looked at.
+
+A job started by a pass from another checkout (jobs/entryfile.py) is released too: the
+jobs looked at are those the leader's tasks name, not only those whose files are here.
+Its file here may still be queued (the submitter's: the mark is dropped; a job whose
+entry is still in the queue is not looked at, its tasks left by a failed start) or missing
+(another watch's checkout: its released file names its cluster and the verdict, the
+rest is the cluster's defaults, and its stack must already be in this state backend).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi import automation as auto
 
-from infra.config import ConfigError, stack_file_values
+from infra.config import ConfigError
 from infra.providers.fit import SwarmGpus
 from jobs import command
-from jobs.placement import holds_gpus
 from jobs.record import read_record
 from jobs.table import failure_words
 
@@ -70,27 +76,45 @@ def released_values(values: Mapping[str, Any], run: Mapping[str, Any]) -> dict[s
     return command.job_values(values.get("cluster"), training, values.get("manager"))
 
 
-def ended_run(job: str, env: Mapping[str, str] | None) -> dict[str, Any] | None:
-    """Job `job`'s run record after a refresh when its run has ended, else None."""
-    run = read_record(command.workspace_stack(job, env), refresh=True) or {}
+def ended_run(stack: Any) -> dict[str, Any] | None:
+    """Job stack `stack`'s run record after a refresh when its run has ended, else None."""
+    run = read_record(stack, refresh=True) or {}
     return run if run.get("state") in ENDED else None
 
 
-def release(job: str, env: Mapping[str, str] | None = None, out: command.Printer = print) -> bool:
-    """Release job `job` if its run has ended (module doc): its file in the released
-    form, then its `up`. False: its run has not ended (or it is queued). A released
-    file is kept when the `up` fails (the next pass runs it again), and the error
-    raised."""
-    cfg = command.job_settings(job)
-    if cfg.queued:
-        return False
-    verdict = cfg.training.released
+def values_here(values: Mapping[str, Any] | None, cluster: str) -> dict[str, Any]:
+    """The stack file values a job of cluster `cluster` holding GPUs is released from,
+    its file's being `values` (None: none here): those without the `queued` mark (a
+    file still queued while its job holds GPUs: a pass from another checkout started
+    it, from its entry); with none, its cluster and no `training` key of its own (the
+    released form needs none; its next submit writes them)."""
+    if values is None:
+        return command.job_values(cluster, {})
+    training = {k: v for k, v in dict(values.get("training") or {}).items() if k != "queued"}
+    return command.job_values(values.get("cluster"), training, values.get("manager"))
+
+
+def release(
+    job: str, cluster: str, env: Mapping[str, str] | None = None, out: command.Printer = print
+) -> bool:
+    """Release job `job` of cluster `cluster`, which holds GPUs, if its run has ended
+    (module doc): its file in the released form, then its `up`. False: its run has not
+    ended. Its file may be queued or missing here (`values_here`); with none, its stack
+    must be in this backend already (auto.StackNotFoundError: it is not; none is made).
+    A released file is kept when the `up` fails (the next pass runs it again), and the
+    error raised."""
+    # Read before any engine call: the engine may write a file holding only the
+    # encryption salt for a stack selected with no file here (`file_values`: none).
+    values = command.file_values(job)
+    cfg = command.job_settings(job) if values is not None else None
+    verdict = cfg.training.released if cfg is not None else None
     if verdict is None:
-        run = ended_run(job, env)
+        here = values is not None
+        stack = command.workspace_stack(job, env) if here else command.existing_stack(job, env)
+        run = ended_run(stack)
         if run is None:
             return False
-        values = stack_file_values(command.stack_file(job).read_text())
-        command.write_values(job, released_values(values, run))
+        command.write_values(job, released_values(values_here(values, cluster), run))
         said = verdict_of(run)
         ended = f"job {job}: run {said['state']} at step {said['step']}"
         out(f"{ended}; released: its services, standby and launch go, its checkpoints "
@@ -108,18 +132,30 @@ def release_ended(
     swarm: SwarmGpus,
     env: Mapping[str, str] | None = None,
     out: command.Printer = print,
+    waiting: Collection[str] = (),
 ) -> ReleasePass:
     """Release every ended run of cluster `cluster`'s jobs whose services hold GPUs in
-    `swarm` (the leader's answer), in name order; one job's failure is said in the
-    result and the others go on."""
+    `swarm` (the leader's answer), in name order, but those `waiting` (their entries
+    are in the queue: tasks of one are left by a failed start, not its run); one job's
+    failure is said in the result and the others go on."""
     done: list[str] = []
     problems: dict[str, str] = {}
-    for job in command.job_names(cluster):
-        if not holds_gpus(swarm, job):
-            continue
+    for job in (j for j in holding_jobs(swarm) if j not in waiting):
         try:
-            if release(job, env, out):
+            if release(job, cluster, env, out):
                 done.append(job)
+        except auto.StackNotFoundError:
+            problems[job] = (f"job {job}: not released: it holds GPUs on {cluster}, but its "
+                             "stack is not in this state backend and its file not in this "
+                             "checkout; allowed: a pass with the backend it was started "
+                             "with")  # fmt: skip
         except (ConfigError, auto.CommandError, OSError) as err:
             problems[job] = f"job {job}: not released: {failure_words(err)}"
     return ReleasePass(tuple(done), problems)
+
+
+def holding_jobs(swarm: SwarmGpus) -> list[str]:
+    """The jobs whose services hold GPUs in `swarm` (a cluster's leader's answer: their
+    services' job label), in name order: those whose files are here, and those started
+    from another checkout (jobs/entryfile.py)."""
+    return sorted({h.job for holders in swarm.held.values() for h in holders if h.job})

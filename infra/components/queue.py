@@ -10,9 +10,11 @@ code's digest and the project revision, so the job that starts is the one submit
 Its code dir is in the data only when it is inside the project (a path relative to it,
 the same in every checkout; an absolute one is a path on the submitter's machine): a
 pass from another checkout at that revision whose code dir there has that digest
-writes the job's file from the data (jobs/entryfile.py). The code itself is not
-copied: with no task of the job there is nothing to sync it through until the job is
-admitted (a runner's task does it in the design's C6). Admitted (`scripts/job queue
+writes the job's file from the data (jobs/entryfile.py). The code itself, when its
+gzipped bundle is small enough, is the second child: a Swarm config of its own
+(infra/providers/queuecode.py), which such a pass unpacks when its checkout lacks the
+code; with no task of the job there is nothing else to sync it through until the job
+is admitted. Admitted (`scripts/job queue
 CLUSTER --run`, or a submit that fits), the file is written without `queued` and `up`
 makes the full form, deleting the entry.
 """
@@ -30,7 +32,8 @@ from infra.components.swarm import ssh_prop
 from infra.config import StackConfig, code_dir
 from infra.config.rules.placement import job_ask
 from infra.providers.queue import QueueEntry
-from infra.render.code import bundle
+from infra.providers.queuecode import QueueCode, carried
+from infra.render.code import Bundle, bundle
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ def entry_data(cfg: StackConfig) -> dict[str, Any]:
     the revision it was submitted from, and its `code` section when its dir is inside
     the project (module doc; absent otherwise, so an image-code job's data is as it was)."""
     t = cfg.training
-    digest = bundle(code_dir(t.code.dir), t.code.exclude).digest if t.code.dir else None
+    code = code_bundle(cfg)
+    digest = code.digest if code is not None else None
     data = {
         "training": t.model_dump(mode="json", exclude={"code", "queued"}, exclude_defaults=True),
         "code_digest": digest,
@@ -56,6 +60,12 @@ def entry_data(cfg: StackConfig) -> dict[str, Any]:
     if t.code.dir and not Path(t.code.dir).is_absolute():
         data["code"] = t.code.model_dump(mode="json", exclude_defaults=True)
     return data
+
+
+def code_bundle(cfg: StackConfig) -> Bundle | None:
+    """The job's code bundle (None: the image's code)."""
+    t = cfg.training
+    return bundle(code_dir(t.code.dir), t.code.exclude) if t.code.dir else None
 
 
 def entry_ask(cfg: StackConfig) -> dict[str, Any]:
@@ -73,6 +83,7 @@ class QueuedJob(pulumi.ComponentResource):
     """A waiting job's entry in its cluster's queue (module doc)."""
 
     entry: QueueEntry
+    code: QueueCode | None
 
     def __init__(
         self, name: str, args: QueuedJobArgs, opts: pulumi.ResourceOptions | None = None
@@ -93,4 +104,21 @@ class QueuedJob(pulumi.ComponentResource):
             },
             pulumi.ResourceOptions(parent=self, depends_on=[args.cluster]),
         )
+        # The code itself, when small enough, for a pass from a checkout without it
+        # (jobs/entryfile.py); larger code starts only where it is.
+        code = code_bundle(cfg)
+        self.code = None
+        if code is not None and carried(code):
+            self.code = QueueCode(
+                f"{name}-code",
+                {
+                    "leader_endpoint": args.cluster.leader_endpoint,
+                    "job": cfg.job_name,
+                    "digest": code.digest,
+                    "source": str(code.root),
+                    "exclude": list(cfg.training.code.exclude),
+                    **ssh_prop(args.cluster.ssh_hosts),
+                },
+                pulumi.ResourceOptions(parent=self, depends_on=[args.cluster]),
+            )
         self.register_outputs({"state": self.entry.state, "reason": self.entry.reason})

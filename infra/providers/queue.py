@@ -133,13 +133,18 @@ def _entry(cfg: Mapping[str, Any]) -> Entry:
     return Entry(str(cfg["ID"]), version, str(spec.get("Name")), dict(spec.get("Labels") or {}))
 
 
-def find_entry(api: Any, job: str) -> Entry | None:
-    """Job `job`'s entry on the leader, or None."""
-    name = entry_name(job)
+def config_named(api: Any, name: str) -> dict[str, Any] | None:
+    """The Swarm config named `name` on the leader (as the engine lists it), or None."""
     for cfg in api.configs(filters={"name": name}):
         if (cfg.get("Spec") or {}).get("Name") == name:  # the filter matches prefixes too
-            return _entry(cfg)
+            return dict(cfg)
     return None
+
+
+def find_entry(api: Any, job: str) -> Entry | None:
+    """Job `job`'s entry on the leader, or None."""
+    cfg = config_named(api, entry_name(job))
+    return None if cfg is None else _entry(cfg)
 
 
 def entry_data(api: Any, entry: Entry) -> dict[str, Any]:
@@ -213,7 +218,8 @@ def _data(props: Mapping[str, Any]) -> bytes:
     return json.dumps(props["data"], sort_keys=True).encode()
 
 
-def _api(props: Mapping[str, Any]) -> Any:
+def leader_api(props: Mapping[str, Any]) -> Any:
+    """The Docker API of the manager a queue resource was made through."""
     endpoint = props["leader_endpoint"]
     return docker_client(endpoint, ssh_of(props, endpoint)).api
 
@@ -240,7 +246,7 @@ class QueueEntryProvider(BoundaryProvider):
     compare-and-swap, remade when its data changes, read back with its state."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        api = _api(props)
+        api = leader_api(props)
         old = find_entry(api, props["job"])
         if old is not None:
             # Left by a stack whose state lost it (an interrupted `up`): the job keeps
@@ -251,7 +257,7 @@ class QueueEntryProvider(BoundaryProvider):
         return CreateResult(entry.id, _result(props, entry))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        api = _api(news)
+        api = leader_api(news)
         if olds.get("data") != news.get("data"):
             old = find_entry(api, news["job"])
             since = old.since if old is not None else float(olds.get("since") or time.time())
@@ -265,7 +271,7 @@ class QueueEntryProvider(BoundaryProvider):
         return UpdateResult(_result(news, entry))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        entry = find_entry(_api(props), props["job"])
+        entry = find_entry(leader_api(props), props["job"])
         if entry is None:
             return ReadResult(id_=None, outs={})  # gone: refresh drops it, `up` makes it
         return ReadResult(id_=entry.id, outs=_result(props, entry))
@@ -275,32 +281,38 @@ class QueueEntryProvider(BoundaryProvider):
                          delete_before_replace=True)  # fmt: skip
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        try:
-            _remove_entry(_api(props), props["job"])
-        except Exception as e:
-            if not (is_transport(e) or NO_LEADER in str(e)):
-                raise
-            # The manager it was made through is lost, or cut off from the swarm's
-            # leader: the entry is in Raft, on every manager; the job starts through
-            # another (jobs/leader.py `reached`).
-            for ep in _other_engines(props):
-                try:
-                    _remove_entry(docker_client(ep, ssh_of(props, ep)).api, props["job"])
-                except Exception:  # not a manager, or not reachable either: the next
-                    continue
-                return
-            raise
+        remove_on_leader(props, entry_name(props["job"]))
 
 
-def _remove_entry(api: Any, job: str) -> None:
-    entry = find_entry(api, job)
-    if entry is None:
+def remove_named(api: Any, name: str) -> None:
+    """Remove the config named `name` from the leader `api`; none there is as wanted."""
+    cfg = config_named(api, name)
+    if cfg is None:
         return
     try:
-        api.remove_config(entry.id)
+        api.remove_config(cfg["ID"])
     except Exception as e:
         if _status(e) != 404:  # gone meanwhile: as wanted
             raise
+
+
+def remove_on_leader(props: Mapping[str, Any], name: str) -> None:
+    """Remove the config named `name` through the manager a queue resource (`props`)
+    was made through, or, that manager lost or cut off from the swarm's leader, through
+    the next of the cluster's ssh:// hosts that answers as a manager: a config is in
+    Raft, on every manager; the job starts through another (jobs/leader.py `reached`)."""
+    try:
+        remove_named(leader_api(props), name)
+    except Exception as e:
+        if not (is_transport(e) or NO_LEADER in str(e)):
+            raise
+        for ep in _other_engines(props):
+            try:
+                remove_named(docker_client(ep, ssh_of(props, ep)).api, name)
+            except Exception:  # not a manager, or not reachable either: the next
+                continue
+            return
+        raise
 
 
 def _other_engines(props: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -9,11 +9,13 @@ leader, `scripts/job list` reads `reserved` with the place and reason under the 
 and `scripts/job queue CLUSTER` shows its row, and the queue's metrics file on the
 shared data dir says one job reserved; A stopped (`scripts/job stop`), one pass
 by hand (`scripts/job queue CLUSTER --run`) with B's stack file removed (as from a
-checkout B was not submitted from: its file written from its entry) admits B and
-starts it: its file in the full form planned on both hosts, its entry
-gone, B training, and its next preview a no-op. Then C is submitted behind B and
-`scripts/job queue CLUSTER --watch` runs with no one acting: B ends its steps, the
-watch releases it and starts C (the Swarm-service runner, C6, is not built). Last, a
+checkout B was not submitted from: its file written from its entry, its code
+unpacked from the queue's code config) admits B and starts it: its file in the full
+form planned on both hosts, its entry and code config gone, B training, and its next
+preview a no-op. Then C is submitted behind B and
+`scripts/job queue CLUSTER --watch` runs with no one acting, B's file removed again
+(as on a machine whose pass did not start B): B ends its steps, the watch releases it
+from its stack and starts C (the Swarm-service runner, C6, is not built). Last, a
 job larger than the cluster (3 hosts of 2) is refused by `submit` and, its file
 written by hand, by the engine's preview, naming the job and the shortfall. The tests
 depend on this order (as tests/engine/test_jobs.py).
@@ -21,7 +23,6 @@ depend on this order (as tests/engine/test_jobs.py).
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import time
@@ -40,10 +41,14 @@ from harness.lab import client, logged_steps, service_versions, shared
 from harness.stack import Pulumi, Stack
 from harness.waits import reap, stamp_lines, wait_for
 from infra.config import stack_file_values, stack_file_yaml
+from infra.config.models.job import Code
 from infra.layout import PROJECT, training_service_names
 from infra.providers.queue import entry_name
+from infra.providers.queuecode import CODE_PREFIX, code_name
+from infra.render.code import bundle
 from infra.render.queuefile import file_name
 from jobs import command
+from jobs.jobfile import carried_code
 from jobs.queue import QUEUE_HEADER
 from tests.engine.conftest import MakeStack
 
@@ -95,33 +100,26 @@ def _cli(cluster: Stack, *args: str, timeout: int = 300) -> str:
     return proc.stdout
 
 
-def entries() -> list[str]:
-    """The queue entries on the leader (lab-h1), by name."""
+def entries(prefix: str = "dss-queue.") -> list[str]:
+    """The queue entries on the leader (lab-h1), by name (or the configs of `prefix`)."""
     api: Any = client(1).api  # docker-py's low-level API is untyped
-    return sorted(c["Spec"]["Name"] for c in api.configs(filters={"name": "dss-queue."}))
+    return sorted(c["Spec"]["Name"] for c in api.configs(filters={"name": prefix}))
+
+
+def carried() -> list[str]:
+    """The code configs the queue carries on the leader, by name."""
+    return entries(CODE_PREFIX)
 
 
 @pytest.fixture(scope="module")
-def inner_code(code: Path) -> Iterator[Path]:
-    """The code dir inside the project (git-ignored scratch), so B's entry carries its
-    dir and a pass without B's file can write it from the entry (jobs/entryfile.py)."""
-    inner = ROOT / "bench" / "out" / "test-queue-code"
-    shutil.rmtree(inner, ignore_errors=True)
-    shutil.copytree(code, inner)
-    yield inner
-    shutil.rmtree(inner, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def jobs(cluster: Stack, code: Path, inner_code: Path) -> Iterator[dict[str, list[str]]]:
-    """A submitted and training, B submitted behind it (its code inside the project);
-    what each submit said. Both removed afterwards in any case."""
+def jobs(cluster: Stack, code: Path) -> Iterator[dict[str, list[str]]]:
+    """A submitted and training, B submitted behind it; what each submit said. Both
+    removed afterwards in any case."""
     said: dict[str, list[str]] = {JOB_A: [], JOB_B: []}
     try:
         command.submit(spec(JOB_A, code), env=cluster.env, out=said[JOB_A].append)
         wait_for("A's first steps", lambda: len(logged_steps(JOB_A)) >= 2, 600, 2)
-        command.submit(spec(JOB_B, inner_code, B_STEPS), env=cluster.env,
-                       out=said[JOB_B].append)  # fmt: skip
+        command.submit(spec(JOB_B, code, B_STEPS), env=cluster.env, out=said[JOB_B].append)
         yield said
     finally:
         for name in (JOB_B, JOB_A):
@@ -146,6 +144,7 @@ def test_the_queued_stack_holds_only_its_entry(cluster: Stack, jobs: dict[str, A
     types = {str(r["type"]) for r in (deployment or {}).get("resources", [])}
     assert types <= QUEUED_TYPES and "deepspeed-swarm:queue:QueuedJob" in types, types
     assert entries() == [entry_name(JOB_B)]
+    assert carried() == [code_name(JOB_B)], "its code, carried for another checkout"
     assert not set(training_service_names(JOB_B)) & set(service_versions())
 
 
@@ -180,22 +179,25 @@ def test_the_queue_metrics_say_b_waits(jobs: dict[str, Any]) -> None:
 
 
 def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
-    cluster: Stack, jobs: dict[str, Any]
+    cluster: Stack, jobs: dict[str, Any], code: Path
 ) -> None:
     """A stopped; `job queue --run` from a checkout without B's stack file (the file
     removed, as on a machine B was not submitted from) writes B's file from its entry,
-    admits B and runs its `up`: its file in the full form planned on both hosts, its
-    entry gone, B training, its next preview a no-op."""
+    its code unpacked from the queue (B's code dir is outside the project), admits B
+    and runs its `up`: its file in the full form planned on both hosts, its entry and
+    code config gone, B training, its next preview a no-op."""
+    code_digest = bundle(code, Code().exclude).digest
     _cli(cluster, "stop", JOB_A)
     command.stack_file(JOB_B).unlink()
     said = _cli(cluster, "queue", CLUSTER, "--run", timeout=900)
     wrote = f"job {JOB_B}: {command.stack_file(JOB_B).name} written from its queue entry"
-    assert wrote in said, said[-3000:]
+    assert wrote in said and "carried by the queue)" in said, said[-3000:]
     assert f"job {JOB_B}: admitted on lab-h1, lab-h2; pulumi up" in said, said[-3000:]
     training = stack_file_values(command.stack_file(JOB_B).read_text())["training"]
     assert "queued" not in training, training
     assert (training["hosts"], training["placement"]) == (["lab-h1", "lab-h2"], "planned")
-    assert entries() == []
+    assert training["code"]["dir"] == str(carried_code(JOB_B) / code_digest), training
+    assert entries() == [] and carried() == []
     # The pass wrote the queue it left: empty.
     text = shared(".dss", "metrics", file_name(CLUSTER)).read_text()
     assert f'dss_queue_jobs{{cluster="{CLUSTER}",state="reserved"}} 0\n' in text, text
@@ -208,11 +210,14 @@ def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
     cluster: Stack, jobs: dict[str, Any], code: Path
 ) -> None:
     """C submitted while B trains waits behind it; `scripts/job queue CLUSTER --watch`
-    runs with no one acting: once B finishes its steps, a pass releases it (its file
-    keeps the verdict, its services go, `job list` still says finished) and starts C,
-    which trains; its entry gone. SIGTERM ends the watch between passes, exit 0."""
+    runs with no one acting, from a checkout without B's file (removed, as on a machine
+    whose pass did not start B): once B finishes its steps, a pass releases it from
+    its stack (its file written with its cluster and the verdict, its services gone,
+    `job list` says finished) and starts C, which trains; its entry gone. SIGTERM ends
+    the watch between passes, exit 0."""
     said: list[str] = []
     stamps: list[tuple[float, str]] = []
+    command.stack_file(JOB_B).unlink()
     watch = subprocess.Popen(
         [str(ROOT / "scripts" / "job"), "queue", CLUSTER, "--watch", "--every", "5"],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -230,8 +235,10 @@ def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
         )
         wait_for("C's first steps", lambda: len(logged_steps(JOB_C)) >= 1, 900, 1)
         first_step = time.time() - free
-        released = stack_file_values(command.stack_file(JOB_B).read_text())["training"]["released"]
+        b_file = stack_file_values(command.stack_file(JOB_B).read_text())
+        released = b_file["training"]["released"]
         assert released["state"] == "finished" and released["step"] == B_STEPS, released
+        assert (b_file["cluster"], set(b_file["training"])) == (CLUSTER, {"released"}), b_file
         assert not set(training_service_names(JOB_B)) & set(service_versions())
         listed = _cli(cluster, "list").splitlines()
         row = next(line.split() for line in listed if line.startswith(JOB_B + " "))

@@ -17,6 +17,7 @@ from infra.config import ConfigError, stack_file_values, stack_file_yaml
 from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, STACK_TYPE
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.hostops import HostError
+from infra.providers.queue import list_entries
 from jobs import command
 from jobs.table import RELEASED_WORDS
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
@@ -681,3 +682,29 @@ def test_submit_of_a_released_job_writes_its_full_form(
     free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
     t = _submitted(project, monkeypatch, free, nodes=1, extra={"launch_mode": "no_ssh"})
     assert "released" not in t and (t["hosts"], t["placement"]) == (["lab-h1"], "planned")
+
+
+def test_submit_of_a_job_started_from_another_checkout_is_refused(project: Path) -> None:
+    """Its file here still queued, its entry gone and its services holding GPUs (a pass
+    from another checkout started it): planned afresh it could move and restart, so it
+    is refused, naming the job and what is allowed, and the file is left as it was."""
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    before = (project / "Pulumi.exp1.yaml").read_text()
+    swarm = SwarmGpus(capacity={"lab-h1": 2}, held={"lab-h1": [Holder("exp1-master", "exp1", 2)]})
+    cluster = command.cluster_settings("c1")
+    with pytest.raises(ConfigError, match="a pass from another checkout started it") as why:
+        command.placed(spec(project), cluster, swarm, [])
+    assert "`scripts/job stop exp1` and submit it again" in str(why.value)
+    assert (project / "Pulumi.exp1.yaml").read_text() == before
+
+
+def test_submit_of_a_queued_job_whose_start_failed_is_not_refused(project: Path) -> None:
+    """Its entry still in the queue (tasks of it left by a failed start): not refused,
+    its hosts decided as any job's whose tasks hold GPUs (jobs/placement.py)."""
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    swarm = SwarmGpus(capacity={"lab-h1": 2}, held={"lab-h1": [Holder("exp1-master", "exp1", 2)]})
+    api = FakeConfigs()
+    api.create_config("dss-queue.exp1", b"{}", labels={})
+    placed, adm = command.placed(spec(project), command.cluster_settings("c1"), swarm,
+                                 list_entries(api))  # fmt: skip
+    assert (placed.hosts, adm) == (None, None), "decided as any job holding GPUs"

@@ -5,7 +5,9 @@ faked; the code dir is the project's examples/torchrun-ddp, relative to the proj
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
+import types
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,11 @@ import pytest
 
 from infra.components.queue import entry_ask, entry_data
 from infra.config import StackConfig
+from infra.providers import queuecode
 from infra.providers.fit import SwarmGpus
 from infra.providers.queue import LABEL, ask_label, entry_name
-from infra.render.code import bundle
-from jobs import command, entryfile, queuerun
+from infra.render.code import bundle, tar_bytes
+from jobs import command, entryfile, jobfile, queuerun
 from ops.project import ROOT
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.jobs.test_queue import Ran
@@ -108,18 +111,9 @@ def test_a_job_submitted_from_no_git_checkout_is_refused(leader: Any) -> None:
         entryfile.write_from_entry("exp1", "c1", leader)
 
 
-def test_a_code_dir_outside_the_project_is_refused(leader: Any) -> None:
-    """The entry has the digest but no dir (the submitter's was outside its project)."""
-    cfg = submitted()
-    body = {k: v for k, v in entry_data(cfg).items() if k != "code"}
-    leader.create_config(entry_name("exp1"), _json(body), labels={})
-    with pytest.raises(entryfile.CannotStart, match="its code dir was outside the project"):
-        entryfile.write_from_entry("exp1", "c1", leader)
-    assert not command.stack_file("exp1").exists()
-
-
 def test_other_code_here_is_refused_naming_both_digests(leader: Any) -> None:
-    """The dir here hashes to another digest than the one submitted: refused, both named."""
+    """The dir here hashes to another digest than the one submitted, and the queue carries
+    no code: refused, both digests named."""
     put_entry(leader, submitted(), code_digest="0123456789ab")
     here = bundle(ROOT / CODE, [".git"]).digest
     with pytest.raises(entryfile.CannotStart, match=f"{CODE} here is {here}, submitted as 0123"):
@@ -161,3 +155,124 @@ def test_a_pass_names_a_job_it_cannot_write_and_leaves_it_waiting(
     assert queuerun.run_queue("c1", out=lines.append) == []
     assert ran.ups == [] and not command.stack_file("exp1").exists()
     assert any(ln.startswith("job exp1: Pulumi.exp1.yaml is not in this checkout") for ln in lines)
+
+
+def test_a_file_holding_only_the_salt_is_written_from_the_entry(leader: Any, ran: Ran) -> None:
+    """A file with only `encryptionsalt` here is no job file: the pass writes it from the
+    entry, the salt kept, and starts the job."""
+    put_entry(leader, submitted())
+    command.stack_file("exp1").write_text("encryptionsalt: v1:abc\n")
+    assert queuerun.run_queue("c1", out=lambda _l: None) == ["exp1"]
+    assert "encryptionsalt: v1:abc" in command.stack_file("exp1").read_text()
+    assert command.job_settings("exp1").training.code.dir == CODE
+
+
+def carry(api: Any, root: Path, label: str | None = None, packed: bytes | None = None) -> str:
+    """exp1's code config as its queued form makes it from code dir `root`: its digest."""
+    b = bundle(root, [])
+    data = packed if packed is not None else queuecode.packed(b)
+    api.create_config(queuecode.code_name("exp1"), data,
+                      labels={queuecode.DIGEST_LABEL: label or b.digest})  # fmt: skip
+    return b.digest
+
+
+@pytest.fixture
+def outside(project: Path) -> StackConfig:
+    """exp1 submitted with its code dir outside the project (the fixture's, beside it),
+    its file gone from this checkout."""
+    return submitted({"code": {"dir": str(project.parent / "code")}})
+
+
+def test_code_the_queue_carries_is_unpacked_into_the_checkout(
+    leader: Any, outside: StackConfig, project: Path
+) -> None:
+    """The code dir was outside the submitter's project: the carried code is unpacked
+    under the checkout's CARRIED_DIR, checked, and the file points there."""
+    put_entry(leader, outside)
+    digest = carry(leader, project.parent / "code")
+    line = entryfile.write_from_entry("exp1", "c1", leader)
+    assert line.endswith(f"code {digest} carried by the queue)"), line
+    code = command.job_settings("exp1").training.code
+    where = project / jobfile.CARRIED_DIR / "exp1" / digest
+    assert (code.dir, code.exclude) == (str(where), [])
+    assert (where / "train.py").read_text() == "print('hello')\n"
+    assert bundle(where, []).digest == digest
+
+
+def test_an_older_version_unpacked_is_removed(
+    leader: Any, outside: StackConfig, project: Path
+) -> None:
+    """Another digest of the job's code left in CARRIED_DIR goes when a new one lands."""
+    old = project / jobfile.CARRIED_DIR / "exp1" / "0123456789ab"
+    old.mkdir(parents=True)
+    put_entry(leader, outside)
+    digest = carry(leader, project.parent / "code")
+    entryfile.write_from_entry("exp1", "c1", leader)
+    assert sorted(p.name for p in old.parent.iterdir()) == [digest]
+
+
+def test_carried_code_of_another_digest_is_refused(leader: Any, outside: StackConfig) -> None:
+    """The config is labelled with another digest than the entry's: refused."""
+    put_entry(leader, outside)
+    carry(leader, command.stack_file("exp1").parent.parent / "code", label="0123456789ab")
+    with pytest.raises(entryfile.CannotStart, match="carries is 0123456789ab, submitted as"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+    assert not command.stack_file("exp1").exists()
+
+
+def test_carried_code_that_lacks_its_digest_is_refused(
+    leader: Any, outside: StackConfig, project: Path
+) -> None:
+    """Files that do not hash to the labelled digest: refused, nothing left in place."""
+    put_entry(leader, outside)
+    digest = bundle(project.parent / "code", []).digest
+    other = project.parent / "other"
+    other.mkdir()
+    (other / "train.py").write_text("print('not it')\n")
+    tar = bundle(other, []).tar(digest)  # another's files under the right name
+    carry(leader, other, label=digest, packed=gzip.compress(tar, mtime=0))
+    with pytest.raises(entryfile.CannotStart, match=f"does not have its digest {digest}"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+    assert not (project / jobfile.CARRIED_DIR / "exp1" / digest).exists()
+
+
+def test_carried_code_outside_its_digest_dir_is_refused(
+    leader: Any, outside: StackConfig, project: Path
+) -> None:
+    """A member outside `<digest>/` (or not a plain file): refused, nothing written out."""
+    put_entry(leader, outside)
+    digest = bundle(project.parent / "code", []).digest
+    tar = tar_bytes([(f"{digest}/../../escape.py", b"x", 0o644)])
+    carry(leader, project.parent / "code", packed=gzip.compress(tar, mtime=0))
+    with pytest.raises(entryfile.CannotStart, match="allowed: plain files under"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+    assert not (project / "escape.py").exists() and not (project.parent / "escape.py").exists()
+
+
+def test_code_neither_here_nor_carried_is_refused(leader: Any, outside: StackConfig) -> None:
+    """No code config (too large to carry) and no code here: refused, saying both."""
+    put_entry(leader, outside)
+    with pytest.raises(entryfile.CannotStart, match="the queue does not carry its code"):
+        entryfile.write_from_entry("exp1", "c1", leader)
+
+
+def test_remove_takes_the_carried_code_unpacked_here(
+    leader: Any, outside: StackConfig, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`job remove` of a job started from carried code removes its unpacked copy too."""
+    put_entry(leader, outside)
+    carry(leader, project.parent / "code")
+    entryfile.write_from_entry("exp1", "c1", leader)
+    removed: list[str] = []
+
+    class Stack:
+        workspace = types.SimpleNamespace(remove_stack=removed.append)
+
+        def destroy(self, **_kw: Any) -> None:
+            removed.append("destroyed")
+
+    monkeypatch.setattr(command, "workspace_stack", lambda _n, _e=None: Stack())
+    command.remove("exp1", out=lambda _l: None)
+    assert removed == ["destroyed", "exp1"]
+    assert not command.stack_file("exp1").exists()
+    assert not jobfile.carried_code("exp1").parent.exists(), "no copy of any job is left"

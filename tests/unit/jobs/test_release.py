@@ -112,12 +112,78 @@ def test_a_job_holding_no_gpus_is_not_asked(project: Path, stacks: dict[str, Sta
     assert stack.calls == []
 
 
-def test_a_queued_job_is_not_asked(project: Path, stacks: dict[str, Stack]) -> None:
-    """A queued job's file (tasks of it left by a failed start): not its run to release."""
+def test_a_waiting_job_is_not_asked(project: Path, stacks: dict[str, Stack]) -> None:
+    """A queued job whose entry is in the queue (tasks of it left by a failed start):
+    not its run to release."""
     command.write_job(spec(project, extra={"queued": {"revision": ""}}))
     stacks["exp1"] = stack = Stack(project, "exp1", FAILED)
-    assert release.release_ended("c1", holding("exp1"), out=lambda _l: None).jobs == ()
-    assert stack.calls == []
+    done = release.release_ended("c1", holding("exp1"), out=lambda _l: None, waiting={"exp1"})
+    assert done.jobs == () and stack.calls == []
+
+
+def test_a_queued_file_whose_job_was_started_elsewhere_is_released(
+    project: Path, stacks: dict[str, Stack]
+) -> None:
+    """The submitter's file is still queued, but its entry is gone and its job holds
+    GPUs (a pass from another checkout started it): its ended run is released, the
+    mark dropped and its other keys kept."""
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    before = {k: v for k, v in training(project).items() if k != "queued"}
+    stacks["exp1"] = stack = Stack(project, "exp1", FINISHED)
+    assert release.release_ended("c1", holding("exp1"), out=lambda _l: None).jobs == ("exp1",)
+    verdict = {"state": "finished", "step": 100, "reason": ""}
+    assert training(project) == {**before, "released": verdict}
+    assert stack.calls == ["refresh", "export", "up"]
+
+
+def test_a_job_with_no_file_here_is_released_from_its_stack(
+    project: Path, stacks: dict[str, Stack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job holding GPUs whose file is not in this checkout (another watch started it):
+    its stack, selected (never made), says its run finished; its file is written in the
+    released form naming its cluster and the verdict only, and its `up` runs."""
+    selected: list[str] = []
+
+    def existing(name: str, _env: Any = None) -> Stack:
+        selected.append(name)
+        return stacks[name]
+
+    monkeypatch.setattr(command, "existing_stack", existing)
+    stacks["exp9"] = stack = Stack(project, "exp9", FINISHED)
+    lines: list[str] = []
+    assert release.release_ended("c1", holding("exp9"), out=lines.append).jobs == ("exp9",)
+    assert selected == ["exp9"] and stack.calls == ["refresh", "export", "up"]
+    values = stack_file_values((project / "Pulumi.exp9.yaml").read_text())
+    verdict = {"state": "finished", "step": 100, "reason": ""}
+    assert values == {"kind": "job", "cluster": "c1", "training": {"released": verdict}}
+    assert "job exp9: released; its GPUs are free" in lines
+
+
+def test_a_file_holding_only_the_salt_is_no_file(
+    project: Path, stacks: dict[str, Stack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file with only `encryptionsalt` (the engine's, for a stack selected with no
+    file) is released from as none, and the salt is kept in the released file."""
+    monkeypatch.setattr(command, "existing_stack", lambda name, _env=None: stacks[name])
+    (project / "Pulumi.exp9.yaml").write_text("encryptionsalt: v1:abc\n")
+    stacks["exp9"] = Stack(project, "exp9", FINISHED)
+    assert release.release_ended("c1", holding("exp9"), out=lambda _l: None).jobs == ("exp9",)
+    text = (project / "Pulumi.exp9.yaml").read_text()
+    assert stack_file_values(text)["cluster"] == "c1" and "encryptionsalt: v1:abc" in text
+
+
+def test_a_job_with_no_file_and_no_stack_here_is_named(
+    project: Path, stacks: dict[str, Stack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No file and no stack in this backend: named, nothing written or made."""
+
+    def missing(name: str, _env: Any = None) -> Stack:
+        raise auto.StackNotFoundError(CommandResult("", f"no stack named '{name}' found", 255))
+
+    monkeypatch.setattr(command, "existing_stack", missing)
+    done = release.release_ended("c1", holding("exp9"), out=lambda _l: None)
+    assert done.jobs == () and not (project / "Pulumi.exp9.yaml").exists()
+    assert done.problems["exp9"].startswith("job exp9: not released: it holds GPUs on c1, but")
 
 
 def test_a_released_job_still_holding_gpus_gets_its_up_again(
