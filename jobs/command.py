@@ -138,21 +138,22 @@ def check_gpus(cfg: StackConfig, swarm: SwarmGpus | None = None) -> None:
             raise ConfigError(problems)
 
 
-def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Stack:
-    """Stack `name` of this project (created if new, with the passphrase provider)."""
-    opts = auto.LocalWorkspaceOptions(
+def _workspace(env: Mapping[str, str] | None) -> auto.LocalWorkspaceOptions:
+    """This project's workspace, with the passphrase provider and `env` for the CLI."""
+    return auto.LocalWorkspaceOptions(
         work_dir=str(ROOT), env_vars=dict(env or {}), secrets_provider="passphrase"
     )
-    return auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT), opts=opts)
+
+
+def workspace_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Stack:
+    """Stack `name` of this project (created if new, with the passphrase provider)."""
+    return auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT), opts=_workspace(env))
 
 
 def existing_stack(name: str, env: Mapping[str, str] | None = None) -> auto.Stack:
     """Stack `name` of this project when it is in the state backend already
     (auto.StackNotFoundError: it is not, and none is made)."""
-    opts = auto.LocalWorkspaceOptions(
-        work_dir=str(ROOT), env_vars=dict(env or {}), secrets_provider="passphrase"
-    )
-    return auto.select_stack(stack_name=name, work_dir=str(ROOT), opts=opts)
+    return auto.select_stack(stack_name=name, work_dir=str(ROOT), opts=_workspace(env))
 
 
 def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = print) -> Any:

@@ -194,13 +194,11 @@ def queued_row(
         state, reason = "queued", found
     elif name not in found:
         # Started by a pass from another checkout (jobs/entryfile.py), or lost.
-        state, reason = (
-            "queued",
-            (
-                f"no entry {entry_name(name)} on the leader: a pass from another checkout may "
-                f"have started it (`scripts/job gpus {cluster}` shows whether it holds GPUs); "
-                "if not, submit it again"
-            ),
+        state = "queued"
+        reason = (
+            f"no entry {entry_name(name)} on the leader: a pass from another checkout may "
+            f"have started it (`scripts/job gpus {cluster}` shows whether it holds GPUs); "
+            "if not, submit it again"
         )
     else:
         e = found[name]

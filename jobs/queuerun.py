@@ -117,12 +117,13 @@ def queue_pass(
     with command.cluster_lock(cfg, holder, out):
         swarm = command.leader_gpus(cfg)
         api = command.leader_api(cfg)
-        waiting = {e.job for e in list_entries(api)}
-        released = release_ended(cluster, swarm, env, out, waiting)
+        # Under the lock no entry changes but by this pass: read once, for the release
+        # (a waiting job is not released) and the admission.
+        entries = list_entries(api)
+        released = release_ended(cluster, swarm, env, out, {e.job for e in entries})
         standing.update(released.problems)
         # What the released jobs held is free now: read again.
-        adm = admission(cfg, command.leader_gpus(cfg) if released.jobs else swarm,
-                        list_entries(api))  # fmt: skip
+        adm = admission(cfg, command.leader_gpus(cfg) if released.jobs else swarm, entries)
         record(api, adm)
         for job, placement in adm.admitted.items():
             try:

@@ -106,7 +106,7 @@ def release(
     # Read before any engine call: the engine may write a file holding only the
     # encryption salt for a stack selected with no file here (`file_values`: none).
     values = command.file_values(job)
-    cfg = command.job_settings(job) if values is not None else None
+    cfg = command.parsed(job, values) if values is not None else None
     verdict = cfg.training.released if cfg is not None else None
     if verdict is None:
         here = values is not None

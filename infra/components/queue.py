@@ -44,13 +44,13 @@ class QueuedJobArgs:
     cluster: ClusterRef
 
 
-def entry_data(cfg: StackConfig) -> dict[str, Any]:
+def entry_data(cfg: StackConfig, code: Bundle | None) -> dict[str, Any]:
     """The entry's data: the job's training as submitted (its keys that differ from the
-    defaults, without the code and the mark), its code digest (None: the image's code),
-    the revision it was submitted from, and its `code` section when its dir is inside
-    the project (module doc; absent otherwise, so an image-code job's data is as it was)."""
+    defaults, without the code and the mark), its code digest (`code`: its bundle,
+    `code_bundle`; None: the image's code), the revision it was submitted from, and its
+    `code` section when its dir is inside the project (module doc; absent otherwise, so
+    an image-code job's data is as it was)."""
     t = cfg.training
-    code = code_bundle(cfg)
     digest = code.digest if code is not None else None
     data = {
         "training": t.model_dump(mode="json", exclude={"code", "queued"}, exclude_defaults=True),
@@ -91,6 +91,7 @@ class QueuedJob(pulumi.ComponentResource):
         super().__init__("deepspeed-swarm:queue:QueuedJob", name, None, opts)
         cfg = args.cfg
         assert cfg.job_name is not None and cfg.cluster is not None  # a job stack's
+        code = code_bundle(cfg)  # every file read and hashed: once, for both children
         self.entry = QueueEntry(
             f"{name}-entry",
             {
@@ -99,14 +100,13 @@ class QueuedJob(pulumi.ComponentResource):
                 "cluster": cfg.cluster,
                 "priority": cfg.training.priority,
                 "ask": entry_ask(cfg),
-                "data": entry_data(cfg),
+                "data": entry_data(cfg, code),
                 **ssh_prop(args.cluster.ssh_hosts),
             },
             pulumi.ResourceOptions(parent=self, depends_on=[args.cluster]),
         )
         # The code itself, when small enough, for a pass from a checkout without it
         # (jobs/entryfile.py); larger code starts only where it is.
-        code = code_bundle(cfg)
         self.code = None
         if code is not None and carried(code):
             self.code = QueueCode(

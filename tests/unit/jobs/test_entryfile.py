@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from infra.components.queue import entry_ask, entry_data
+from infra.components.queue import code_bundle, entry_ask, entry_data
 from infra.config import StackConfig
 from infra.providers import queuecode
 from infra.providers.fit import SwarmGpus
@@ -45,7 +45,7 @@ def put_entry(api: Any, cfg: StackConfig, **data: Any) -> None:
     """exp1's entry as its queued form's `up` made it from `cfg`, with `data` over it."""
     labels = {"state": "reserved", "priority": "0", "since": "1.000", "position": "1",
               "ask": ask_label(entry_ask(cfg)), "hosts": "lab-h1,lab-h2"}  # fmt: skip
-    body = {**entry_data(cfg), **data}
+    body = {**entry_data(cfg, code_bundle(cfg)), **data}
     api.create_config(
         entry_name("exp1"), _json(body), labels={LABEL + k: v for k, v in labels.items()}
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.components.queue import entry_ask, entry_data
+from infra.components.queue import code_bundle, entry_ask, entry_data
 from infra.config import parse_stack_config
 from infra.render.code import bundle
 from ops.project import ROOT
@@ -21,7 +21,8 @@ def test_entry_data_holds_the_code_digest_not_its_path(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("print(1)\n")
     code = {"dir": str(tmp_path)}
     raw = job_raw(nodes=2, queued={"revision": "r1"}, code=code, script="train.py")
-    data = entry_data(parse_stack_config(raw))
+    cfg = parse_stack_config(raw)
+    data = entry_data(cfg, code_bundle(cfg))
     assert data["code_digest"] == bundle(tmp_path, [".git"]).digest
     assert data["revision"] == "r1"
     assert "code" not in data["training"] and "queued" not in data["training"]
@@ -34,7 +35,8 @@ def test_entry_data_holds_a_code_dir_inside_the_project() -> None:
     with its excludes when not the defaults, so another checkout can find it."""
     code = {"dir": "examples/torchrun-ddp", "exclude": ["*.md"]}
     raw = job_raw(nodes=2, queued={"revision": "r1"}, code=code, script="train.py")
-    data = entry_data(parse_stack_config(raw))
+    cfg = parse_stack_config(raw)
+    data = entry_data(cfg, code_bundle(cfg))
     assert data["code"] == code
     assert data["code_digest"] == bundle(ROOT / "examples" / "torchrun-ddp", ["*.md"]).digest
 
