@@ -19,9 +19,10 @@ from here, as the CLI and the tests use them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +41,7 @@ from infra.providers.reach import last_line
 from jobs.jobfile import JobSpec as JobSpec
 from jobs.jobfile import carried_code as carried_code
 from jobs.jobfile import file_values as file_values
+from jobs.jobfile import full_values
 from jobs.jobfile import job_settings as job_settings
 from jobs.jobfile import job_values as job_values
 from jobs.jobfile import kept_manager as kept_manager
@@ -59,10 +61,10 @@ from jobs.master import logs_command as logs_command
 from jobs.master import metrics_script as metrics_script
 from jobs.master import on_master as on_master
 from jobs.master import task_address as task_address
-from jobs.placement import holds_gpus, queued_hosts
+from jobs.placement import queued_hosts, started_elsewhere
 from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish, waiters
-from jobs.record import read_record
+from jobs.record import exported_run, read_record, state_hosts, state_manager
 from jobs.record import run_record as run_record
 from jobs.table import GPU_HEADER as GPU_HEADER
 from jobs.table import HEADER as HEADER
@@ -104,17 +106,15 @@ def placed(
         raise ConfigError(problems)
     path = stack_file(spec.name)
     old = stack_file_values(path.read_text()).get("training") or {} if path.exists() else {}
-    if (
-        "queued" in old
-        and holds_gpus(swarm, spec.name)
-        and spec.name not in {e.job for e in entries}
-    ):
-        # Planned afresh it could move, and a move restarts the run (jobs/entryfile.py).
+    if started_elsewhere(spec.name, old, swarm, {e.job for e in entries}):
+        # Not adopted (`adopt`: its stack says no hosts). Planned afresh it could move,
+        # and a move restarts the run.
         raise ConfigError([
             f"job {spec.name}: runs on cluster {spec.cluster} (a pass from another checkout "
-            f"started it), while {path.name} here still says queued; nothing was changed; "
-            "allowed: submit it from the checkout that started it, or `scripts/job stop "
-            f"{spec.name}` and submit it again (it resumes from its checkpoint)"
+            f"started it), while {path.name} here still says queued and its stack names "
+            "no hosts; nothing was changed; allowed: submit it from the checkout that "
+            f"started it, or `scripts/job stop {spec.name}` and submit it again (it "
+            "resumes from its checkpoint)"
         ])  # fmt: skip
     training = Training.model_validate(raw["training"])
     keys, adm = queued_hosts(spec.name, training, cluster, swarm, old, entries, time.time())
@@ -168,7 +168,9 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     with cluster_lock(cluster, holder_name(spec.name), out):
         swarm = leader_gpus(cluster)
         api = leader_api(cluster)
-        spec, adm = placed(spec, cluster, swarm, list_entries(api))
+        entries = list_entries(api)
+        adopt(spec.name, swarm, {e.job for e in entries}, env, out)
+        spec, adm = placed(spec, cluster, swarm, entries)
         spec = replace(spec, manager=kept_manager(spec.name, cluster, swarm))
         waits = adm is not None and adm.verdict(spec.name).state != "admitted"
         if waits:
@@ -190,6 +192,38 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     run = outputs.get("run", {})
     out(f"job {spec.name}: run {run.get('state')} at step {run.get('step')}")
     return outputs
+
+
+def adopt(
+    name: str,
+    swarm: SwarmGpus,
+    waiting: Collection[str],
+    env: Mapping[str, str] | None = None,
+    out: Printer = print,
+) -> bool:
+    """Take over job `name` when a pass from another checkout started it (its file
+    here still queued: `started_elsewhere`): its file written in the full form on the
+    hosts and through the manager its stack's state names (jobs/record.py), as that
+    pass wrote it, so the submit that follows keeps both and its run is not moved or
+    restarted by it. Written before the submit's own settings are judged: refused,
+    the file still says where the job runs. False: not such a job, or its state names
+    no hosts (`placed` then refuses it); nothing written."""
+    values = file_values(name)
+    if values is None or not started_elsewhere(name, values.get("training") or {}, swarm, waiting):
+        return False
+    try:
+        deployment = existing_stack(name, env).export_stack().deployment
+    except auto.StackNotFoundError:
+        return False
+    hosts = state_hosts(deployment, name)
+    if not hosts:
+        return False
+    manager = state_manager(deployment, name)
+    write_values(name, full_values(values, hosts, manager))
+    through = f" through manager {manager}" if manager else ""
+    out(f"job {name}: started by a pass from another checkout on {', '.join(hosts)}{through}; "
+        f"{stack_file(name).name} written in its full form from its stack")  # fmt: skip
+    return True
 
 
 def cluster_lock(cfg: StackConfig, holder: str, out: Printer) -> Any:
@@ -253,8 +287,9 @@ def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> li
     queues: dict[str, Any] = {}
     for name in job_names():
         cfg = job_settings(name)
-        if cfg.queued:  # no run yet: where it stands in its cluster's queue
-            rows.append(queued_row(name, cfg, queues, lambda c: leader_api(reached(c))))
+        if cfg.queued:  # where it stands in its cluster's queue, or started elsewhere
+            started = functools.partial(started_run, name, env, refresh)
+            rows.append(queued_row(name, cfg, queues, lambda c: leader_api(reached(c)), started))
             continue
         if cfg.training.released is not None:  # its run ended: the verdict its file keeps
             rows.append(released_row(name, cfg, cfg.training.released))
@@ -274,6 +309,23 @@ def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> li
             )
         )
     return rows
+
+
+def started_run(
+    name: str, env: Mapping[str, str] | None = None, refresh: bool = False
+) -> dict[str, Any] | None:
+    """The run in job `name`'s stack, for a job whose file here is queued with no entry
+    on the leader (a pass from another checkout started it): its run record
+    (`read_record`), or the verdict a released job's stack exports. None: no such stack
+    (none is made), or a state with neither (its entry was lost, or it was stopped)."""
+    try:
+        stack = existing_stack(name, env)
+    except auto.StackNotFoundError:
+        return None
+    if refresh:
+        stack.refresh(color="never")
+    deployment = stack.export_stack().deployment
+    return run_record(deployment) or exported_run(deployment)
 
 
 def logs(

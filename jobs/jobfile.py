@@ -123,6 +123,20 @@ def job_values(cluster: Any, training: Mapping[str, Any], manager: Any = None) -
     return {**out, "manager": manager} if manager else out
 
 
+def full_values(
+    values: Mapping[str, Any], hosts: Sequence[str], manager: str | None
+) -> dict[str, Any]:
+    """The full form of a queued job's stack file values `values`, on `hosts` (master
+    first) through `manager` (None: the cluster's first): without the `queued` mark,
+    its hosts `named` where the queued file named them, else `planned`."""
+    training = dict(values.get("training") or {})
+    training.pop("queued", None)
+    named = training.get("hosts") and training.get("placement") != "planned"
+    training["hosts"] = list(hosts)
+    training["placement"] = "named" if named else "planned"
+    return job_values(values.get("cluster"), training, manager)
+
+
 def kept_manager(name: str, cluster: StackConfig, swarm: SwarmGpus) -> str | None:
     """The manager job `name` goes through after a submit: the one its file names while
     it may have services (a running job keeps its way in: its services, roster and

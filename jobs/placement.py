@@ -19,7 +19,7 @@ writes into the job's stack file (docs/design/sharing.md, 3.1).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from infra.admission import Admission, Waiting
@@ -35,6 +35,16 @@ from jobs.queue import admission
 def holds_gpus(swarm: SwarmGpus, job: str) -> bool:
     """Job `job`'s services hold GPUs now (its tasks run)."""
     return any(h.job == job for holders in swarm.held.values() for h in holders)
+
+
+def started_elsewhere(
+    job: str, training: Mapping[str, Any], swarm: SwarmGpus, waiting: Collection[str]
+) -> bool:
+    """Job `job`, whose file here has `training`, was started by a pass from another
+    checkout (jobs/entryfile.py): the file is still queued, its services hold GPUs, and
+    its entry is gone from the queue (not among the `waiting` jobs; a job whose entry
+    is still there has tasks left by a failed start)."""
+    return "queued" in training and holds_gpus(swarm, job) and job not in waiting
 
 
 def job_hosts(

@@ -179,10 +179,14 @@ def queued_row(
     cfg: StackConfig,
     cache: dict[str, Mapping[str, Entry] | str],
     api_of: Callable[[StackConfig], Any],
+    started: Callable[[], Mapping[str, Any] | None] = lambda: None,
 ) -> JobRow:
     """`job list`'s row of a queued job (`training.queued`): its entry's state, and its
     place and reason under the table. `cache`: the entries per cluster read so far (or
-    why they could not be read), so each cluster's leader is asked once."""
+    why they could not be read), so each cluster's leader is asked once. With no entry,
+    `started()` is asked for the run record in the job's stack (None: none): a pass from
+    another checkout started the job (jobs/entryfile.py), so the row is its run's state
+    and step, while this checkout's file still says queued."""
     cluster = cfg.cluster or ""
     if cluster not in cache:
         try:
@@ -190,18 +194,26 @@ def queued_row(
         except (ConfigError, HostError) as err:
             cache[cluster] = str(err)
     found = cache[cluster]
+    step = None
     if isinstance(found, str):
         state, reason = "queued", found
     elif name not in found:
-        # Started by a pass from another checkout (jobs/entryfile.py), or lost.
-        state = "queued"
-        reason = (
-            f"no entry {entry_name(name)} on the leader: a pass from another checkout may "
-            f"have started it (`scripts/job gpus {cluster}` shows whether it holds GPUs); "
-            "if not, submit it again"
-        )
+        run = started()
+        if run is not None:
+            state, step = str(run.get("state") or "unknown"), run.get("step")
+            reason = (
+                "started by a pass from another checkout; its file here still says queued: "
+                "submit it again here to take it over (on the hosts and through the manager "
+                "its stack names: it is not moved)"
+            )
+        else:  # no run in its stack either: its entry was lost
+            state = "queued"
+            reason = (
+                f"no entry {entry_name(name)} on the leader and no run in its stack; "
+                "submit it again"
+            )
     else:
         e = found[name]
         state = e.state
         reason = waiting_words(name, cluster, state, e.position, e.reason).split(": ", 1)[1]
-    return JobRow(name, cluster, state, None, None, gpus(cfg), reason)
+    return JobRow(name, cluster, state, step, None, gpus(cfg), reason)

@@ -27,6 +27,7 @@ from infra.placement import Placement
 from infra.providers.queue import list_entries
 from jobs import command, queuemetrics
 from jobs.entryfile import CannotStart, write_from_entry
+from jobs.jobfile import full_values
 from jobs.leader import quiet
 from jobs.queue import admission, queue_lines, record, revision, waiting_words
 from jobs.release import release_ended
@@ -61,17 +62,13 @@ def _full_form(job: str, placement: Placement, manager: str | None) -> str:
     where = ", ".join(placement.hosts)
     text = path.read_text()
     values = stack_file_values(text)
-    training = dict(values.get("training") or {})
-    mark = training.pop("queued", None) or {}
+    mark = dict(values.get("training") or {}).get("queued") or {}
     wanted, here = str(mark.get("revision") or ""), revision(path.parent)
     if wanted and here and wanted != here:
         raise CannotStart(f"job {job}: admitted on {where}, but submitted from revision "
                           f"{wanted[:12]} and this checkout is at {here[:12]}; it waits; "
                           f"allowed: run the queue from a checkout at {wanted[:12]}")  # fmt: skip
-    named = training.get("hosts") and training.get("placement") != "planned"
-    training["hosts"] = list(placement.hosts)
-    training["placement"] = "named" if named else "planned"
-    command.write_values(job, command.job_values(values.get("cluster"), training, manager))
+    command.write_values(job, full_values(values, placement.hosts, manager))
     return text
 
 

@@ -11,7 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, RUN_RECORD_SUFFIX
+from infra.components.clusterref import provider_name
+from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, RUN_RECORD_SUFFIX, STACK_TYPE
+from infra.providers.fit import FIT_SUFFIX
 
 # How the engine writes a secret value in a state it exports with --show-secrets.
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -23,6 +25,8 @@ def _plain(value: Any) -> Any:
         return json.loads(value["plaintext"])
     return value
 
+
+DOCKER_PROVIDER = "pulumi:providers:docker"
 
 _RUN_RECORD_TYPE = f"{LAUNCH_TYPE}${DYNAMIC_TYPE}"
 """The run record's type in its URN: a dynamic resource that is a child of the launch."""
@@ -57,3 +61,49 @@ def read_record(stack: Any, refresh: bool = False) -> dict[str, Any] | None:
     if refresh:
         stack.refresh(color="never")
     return run_record(stack.export_stack().deployment)
+
+
+def exported_run(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The verdict a released job's stack exports as its `run` (__main__.py), from the
+    stack resource in its state (its `deployment`). None where the state has a launch
+    (a job not released: its `run` output is what its last `up` computed, stale after
+    a refresh; `run_record` reads its run) or no such output (queued, stopped)."""
+    resources = (deployment or {}).get("resources") or []
+    if any(res.get("type") == LAUNCH_TYPE for res in resources):
+        return None
+    for res in resources:
+        if res.get("type") == STACK_TYPE:
+            run = (res.get("outputs") or {}).get("run")
+            return {k: _plain(v) for k, v in run.items()} if isinstance(run, dict) else None
+    return None
+
+
+def state_manager(deployment: Mapping[str, Any] | None, job: str) -> str | None:
+    """The manager job `job`'s state went through: the host its cluster reference's
+    docker provider is named for (infra/components/clusterref.py `provider_name`, the
+    reference named `<job>-cluster` by __main__.py); None: no such provider."""
+    prefix = provider_name(f"{job}-cluster", "")
+    for res in (deployment or {}).get("resources") or []:
+        name = str(res.get("urn", "")).rsplit("::", 1)[-1]
+        if res.get("type") == DOCKER_PROVIDER and name.startswith(prefix) and not res.get("delete"):
+            return name.removeprefix(prefix)
+    return None
+
+
+def state_hosts(deployment: Mapping[str, Any] | None, job: str) -> list[str] | None:
+    """The hosts job `job`'s state places its GPU tasks on, master first: the `hosts`
+    input of its GPU check (GpuFit, `<job>-train-fit`: infra/components/services.py),
+    which is its file's `training.hosts` (StackConfig.master, then its workers). None:
+    no such check (a CPU job, or a job never up in its full form)."""
+    for res in (deployment or {}).get("resources") or []:
+        name = str(res.get("urn", "")).rsplit("::", 1)[-1]
+        hosts = (res.get("inputs") or {}).get("hosts")
+        if (
+            res.get("type") == DYNAMIC_TYPE
+            and name.endswith(FIT_SUFFIX)
+            and (res.get("inputs") or {}).get("job") == job
+            and isinstance(hosts, list)
+            and not res.get("delete")
+        ):
+            return [str(h) for h in hosts]
+    return None

@@ -25,8 +25,9 @@ A job started by a pass from another checkout (jobs/entryfile.py) is released to
 jobs looked at are those the leader's tasks name, not only those whose files are here.
 Its file here may still be queued (the submitter's: the mark is dropped; a job whose
 entry is still in the queue is not looked at, its tasks left by a failed start) or missing
-(another watch's checkout: its released file names its cluster and the verdict, the
-rest is the cluster's defaults, and its stack must already be in this state backend).
+(another watch's checkout: its released file names its cluster, the manager its state
+went through and the verdict, the rest is the cluster's defaults, and its stack must
+already be in this state backend).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from pulumi import automation as auto
 from infra.config import ConfigError
 from infra.providers.fit import SwarmGpus
 from jobs import command
-from jobs.record import read_record
+from jobs.record import run_record, state_manager
 from jobs.table import failure_words
 
 ENDED = ("finished", "failed")
@@ -76,20 +77,27 @@ def released_values(values: Mapping[str, Any], run: Mapping[str, Any]) -> dict[s
     return command.job_values(values.get("cluster"), training, values.get("manager"))
 
 
-def ended_run(stack: Any) -> dict[str, Any] | None:
-    """Job stack `stack`'s run record after a refresh when its run has ended, else None."""
-    run = read_record(stack, refresh=True) or {}
-    return run if run.get("state") in ENDED else None
+def ended_run(stack: Any) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
+    """Job stack `stack`'s run record after a refresh when its run has ended, else None;
+    and the state it was read from."""
+    stack.refresh(color="never")
+    deployment = stack.export_stack().deployment
+    run = run_record(deployment) or {}
+    return (run if run.get("state") in ENDED else None), deployment
 
 
-def values_here(values: Mapping[str, Any] | None, cluster: str) -> dict[str, Any]:
+def values_here(
+    values: Mapping[str, Any] | None, cluster: str, manager: str | None = None
+) -> dict[str, Any]:
     """The stack file values a job of cluster `cluster` holding GPUs is released from,
     its file's being `values` (None: none here): those without the `queued` mark (a
     file still queued while its job holds GPUs: a pass from another checkout started
-    it, from its entry); with none, its cluster and no `training` key of its own (the
-    released form needs none; its next submit writes them)."""
+    it, from its entry); with none, its cluster, the `manager` its state went through
+    (its released `up` goes through it too: the first may be the one lost) and no
+    `training` key of its own (the released form needs none; its next submit writes
+    them)."""
     if values is None:
-        return command.job_values(cluster, {})
+        return command.job_values(cluster, {}, manager)
     training = {k: v for k, v in dict(values.get("training") or {}).items() if k != "queued"}
     return command.job_values(values.get("cluster"), training, values.get("manager"))
 
@@ -111,10 +119,11 @@ def release(
     if verdict is None:
         here = values is not None
         stack = command.workspace_stack(job, env) if here else command.existing_stack(job, env)
-        run = ended_run(stack)
+        run, deployment = ended_run(stack)
         if run is None:
             return False
-        command.write_values(job, released_values(values_here(values, cluster), run))
+        manager = None if here else state_manager(deployment, job)
+        command.write_values(job, released_values(values_here(values, cluster, manager), run))
         said = verdict_of(run)
         ended = f"job {job}: run {said['state']} at step {said['step']}"
         out(f"{ended}; released: its services, standby and launch go, its checkpoints "

@@ -26,6 +26,13 @@ from infra.layout import CLUSTER_REF_TYPE, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_
 from infra.sshspec import SshSpec
 
 
+def provider_name(ref: str, manager: str) -> str:
+    """The name of the docker provider ClusterRef `ref` goes through to `manager`: in a
+    job's state, it says which manager the job's services were made through
+    (jobs/record.py `state_manager`)."""
+    return f"{ref}-docker-{manager}"
+
+
 @dataclass(frozen=True)
 class ClusterRefArgs:
     """The cluster stack's name, its hosts and leader (from its stack file), and the
@@ -84,7 +91,7 @@ class ClusterRef(pulumi.ComponentResource):
         self.stack = pulumi.StackReference(f"{name}-stack", stack_path(args.cluster), opts=child)
         leader = args.leader
         self.manager_provider = docker.Provider(
-            f"{name}-docker-{leader.name}",
+            provider_name(name, leader.name),
             **provider_args(leader, args.ssh.get(leader.name)),
             opts=child,
         )

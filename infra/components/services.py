@@ -35,7 +35,7 @@ from infra.layout import (
     job_standby_name,
     training_service_names,
 )
-from infra.providers.fit import GpuFit
+from infra.providers.fit import FIT_SUFFIX, GpuFit
 from infra.providers.hostnet import SwarmHostNetwork
 from infra.render import specs
 from infra.render.labels import task_constraints
@@ -286,14 +286,14 @@ class TrainingServices(pulumi.ComponentResource):
         if args.job is None or args.facts is not None or not t.gpus_per_node:
             return None
         return GpuFit(
-            f"{name}-fit",
+            f"{name}{FIT_SUFFIX}",
             {
                 "leader_endpoint": args.swarm.leader_endpoint,
                 **ssh_prop(args.swarm.ssh_hosts),
                 "job": args.job,
                 "services": list(training_service_names(args.job)),
-                # The master's host (StackConfig.master), then the workers': where
-                # the job's GPU tasks go when every host is up.
+                # The master's host (StackConfig.master), then the workers': where the
+                # job's GPU tasks go when every host is up (jobs/record.py reads it back).
                 "hosts": [(args.master or args.hosts[0]).name, *[h.name for h in args.workers]],
                 "gpus": t.gpus_per_node,
             },

@@ -43,6 +43,9 @@ from infra.providers.boundary import BoundaryProvider, diff_keys
 from infra.providers.hostops import HostError, docker_client, node_hostname, ssh_of
 
 KEYS = ("leader_endpoint", "job", "services", "hosts", "gpus")
+FIT_SUFFIX = "-fit"
+"""A job's GpuFit is named its services' component name and this (infra/components/
+services.py): jobs/record.py reads the job's hosts from a state by it."""
 
 
 @dataclass(frozen=True)

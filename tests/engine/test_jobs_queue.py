@@ -12,7 +12,9 @@ by hand (`scripts/job queue CLUSTER --run`) with B's stack file removed (as from
 checkout B was not submitted from: its file written from its entry, its code
 unpacked from the queue's code config) admits B and starts it: its file in the full
 form planned on both hosts, its entry and code config gone, B training, and its next
-preview a no-op. Then C is submitted behind B and
+preview a no-op. With the submitter's queued file put back, `job list --refresh` reads
+B's run from its stack, and B's submit from there takes it over where it runs (no
+service updated, no relaunch). Then C is submitted behind B and
 `scripts/job queue CLUSTER --watch` runs with no one acting, B's file removed again
 (as on a machine whose pass did not start B): B ends its steps, the watch releases it
 from its stack and starts C (the Swarm-service runner, C6, is not built). Last, a
@@ -50,6 +52,7 @@ from infra.render.queuefile import file_name
 from jobs import command
 from jobs.jobfile import carried_code
 from jobs.queue import QUEUE_HEADER
+from jobs.record import read_record
 from tests.engine.conftest import MakeStack
 
 pytestmark = pytest.mark.engine
@@ -188,6 +191,7 @@ def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
     code config gone, B training, its next preview a no-op."""
     code_digest = bundle(code, Code().exclude).digest
     _cli(cluster, "stop", JOB_A)
+    jobs["submitted"] = command.stack_file(JOB_B).read_text()  # the submitter's queued file
     command.stack_file(JOB_B).unlink()
     said = _cli(cluster, "queue", CLUSTER, "--run", timeout=900)
     wrote = f"job {JOB_B}: {command.stack_file(JOB_B).name} written from its queue entry"
@@ -204,6 +208,44 @@ def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
     wait_for("B's first steps", lambda: len(logged_steps(JOB_B)) >= 2, 600, 2)
     proc = Pulumi(JOB_B, env=cluster.env).run("preview", "--expect-no-changes")
     cluster.record(proc.stdout, proc.stderr)
+
+
+def test_the_submitters_checkout_reads_and_takes_over_the_started_job(
+    cluster: Stack, jobs: dict[str, Any], code: Path
+) -> None:
+    """The submitter's checkout still holds B's queued file (put back): `job list
+    --refresh` reads B's run from its stack (running, started elsewhere), and a submit
+    of B from there takes it over: its file written in the full form on the hosts and
+    through the manager B's state names, its `up` neither updating B's services nor
+    relaunching its run."""
+    command.stack_file(JOB_B).write_text(jobs["submitted"])
+    listed = _cli(cluster, "list", "--refresh").splitlines()
+    row = next(line.split() for line in listed if line.startswith(JOB_B + " "))
+    # B may end its 60 steps meanwhile: its services stay until a pass releases it.
+    assert row[2] in ("running", "finished"), listed
+    said = f"{JOB_B} {row[2]}: started by a pass from another checkout"
+    assert said in "\n".join(listed), listed
+    names = training_service_names(JOB_B)
+    before = {n: v for n, v in service_versions().items() if n in names}
+    record = read_record(command.workspace_stack(JOB_B, cluster.env)) or {}
+    assert len(before) == 2 and "relaunches" in record, (before, record)
+    took: list[str] = []
+    command.submit(spec(JOB_B, code, B_STEPS), env=cluster.env, out=took.append)
+    cluster.record(*took)
+    took_over = (f"job {JOB_B}: started by a pass from another checkout on lab-h1, lab-h2 "
+                 f"through manager lab-h1; {command.stack_file(JOB_B).name} written in its "
+                 "full form from its stack")  # fmt: skip
+    assert took_over in took, took[-20:]
+    training = stack_file_values(command.stack_file(JOB_B).read_text())["training"]
+    assert "queued" not in training, training
+    assert (training["hosts"], training["placement"]) == (["lab-h1", "lab-h2"], "planned")
+    assert {n: v for n, v in service_versions().items() if n in names} == before
+    after = read_record(command.workspace_stack(JOB_B, cluster.env)) or {}
+    assert after.get("relaunches") == record.get("relaunches"), (record, after)
+    assert took[-1].split()[:4] in (
+        ["job", f"{JOB_B}:", "run", "running"],
+        ["job", f"{JOB_B}:", "run", "finished"],
+    ), took[-3:]
 
 
 def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
@@ -239,6 +281,7 @@ def test_a_watch_releases_the_ended_run_and_starts_the_next_by_itself(
         released = b_file["training"]["released"]
         assert released["state"] == "finished" and released["step"] == B_STEPS, released
         assert (b_file["cluster"], set(b_file["training"])) == (CLUSTER, {"released"}), b_file
+        assert b_file["manager"] == "lab-h1", "the manager B's state went through"
         assert not set(training_service_names(JOB_B)) & set(service_versions())
         listed = _cli(cluster, "list").splitlines()
         row = next(line.split() for line in listed if line.startswith(JOB_B + " "))

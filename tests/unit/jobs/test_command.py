@@ -698,6 +698,62 @@ def test_submit_of_a_job_started_from_another_checkout_is_refused(project: Path)
     assert (project / "Pulumi.exp1.yaml").read_text() == before
 
 
+def started_state(hosts: list[str], manager: str) -> dict[str, Any]:
+    """Job exp1's state as a pass from another checkout left it: its run, its GPU check
+    on `hosts` and its cluster reference's provider to `manager`."""
+    state = job_state(RUNNING)
+    urn = "urn:pulumi:exp1::deepspeed-swarm::"
+    state["resources"] += [
+        {"urn": f"{urn}deepspeed-swarm:services:TrainingServices$pulumi-python:dynamic:Resource"
+                "::exp1-train-fit",
+         "type": DYNAMIC_TYPE, "inputs": {"job": "exp1", "hosts": hosts, "gpus": 2}},
+        {"urn": f"{urn}deepspeed-swarm:clusterref:ClusterRef$pulumi:providers:docker"
+                f"::exp1-cluster-docker-{manager}", "type": "pulumi:providers:docker"},
+    ]  # fmt: skip
+    return state
+
+
+def test_submit_takes_over_a_job_started_from_another_checkout(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its file here still queued, its entry gone and its services holding GPUs: the
+    submit writes its full form on the hosts (master first) and through the manager its
+    state names, then keeps both, so the job is not moved."""
+    three_managers(project)
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    state = started_state(["lab-h2", "lab-h1"], "lab-h3")
+    monkeypatch.setattr(command, "existing_stack", lambda _n, _env=None: FakeStack(state))
+    held = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2},
+                     held={"lab-h2": [Holder("exp1-master", "exp1", 2)],
+                           "lab-h1": [Holder("exp1-worker", "exp1", 2)]})  # fmt: skip
+    t = _submitted(project, monkeypatch, held)
+    assert "queued" not in t and (t["hosts"], t["placement"]) == (["lab-h2", "lab-h1"], "planned")
+    assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h3"
+
+
+def test_no_take_over_where_the_state_names_no_hosts(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state without its GPU check: nothing written, and `placed` refuses it."""
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    before = (project / "Pulumi.exp1.yaml").read_text()
+    state = job_state(RUNNING)
+    monkeypatch.setattr(command, "existing_stack", lambda _n, _env=None: FakeStack(state))
+    swarm = SwarmGpus(capacity={"lab-h1": 2}, held={"lab-h1": [Holder("exp1-master", "exp1", 2)]})
+    assert not command.adopt("exp1", swarm, (), out=lambda _l: None)
+    assert (project / "Pulumi.exp1.yaml").read_text() == before
+
+
+def test_a_queued_job_with_its_entry_is_not_taken_over(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its entry still in the queue (tasks left by a failed start): no state is read."""
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    monkeypatch.setattr(command, "existing_stack", lambda *_a: pytest.fail("state read"))
+    swarm = SwarmGpus(capacity={"lab-h1": 2}, held={"lab-h1": [Holder("exp1-master", "exp1", 2)]})
+    assert not command.adopt("exp1", swarm, {"exp1"}, out=lambda _l: None)
+
+
 def test_submit_of_a_queued_job_whose_start_failed_is_not_refused(project: Path) -> None:
     """Its entry still in the queue (tasks of it left by a failed start): not refused,
     its hosts decided as any job's whose tasks hold GPUs (jobs/placement.py)."""

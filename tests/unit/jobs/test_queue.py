@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi import automation as auto
+from pulumi.automation._cmd import CommandResult  # the SDK's own result: its error's text
 
 from infra.config import ConfigError, stack_file_values
+from infra.layout import LAUNCH_TYPE
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.queue import LABEL, ask_label, list_entries
 from jobs import command, leader, queuerun
 from jobs import queue as jq
+from jobs.record import exported_run
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.jobs.conftest import spec, three_managers, through, written
 from tests.unit.jobs.test_command import FakeStack, job_state
@@ -87,13 +91,55 @@ def test_list_shows_a_queued_job_with_its_place_and_reason(
     assert command.list_lines(rows)[-1] == "exp1 reserved: #1 on c1; needs 2 host(s)"
 
 
-def test_list_of_a_queued_job_with_no_entry_says_so(
+def _no_stack(name: str, _env: Any = None) -> Any:
+    raise auto.StackNotFoundError(CommandResult("", f"no stack named '{name}' found", 255))
+
+
+def test_list_of_a_queued_job_with_no_entry_and_no_run_says_so(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its entry gone from the leader: the row says which and what to do."""
+    """Its entry gone from the leader and no stack in the backend: the row says which
+    and what to do; no stack is made to look."""
     command.write_job(spec(project, extra={"queued": {}}))
+    monkeypatch.setattr(command, "existing_stack", _no_stack)
     (row,) = command.list_jobs()
     assert row.state == "queued" and "no entry dss-queue.exp1 on the leader" in row.reason
+    assert "no run in its stack; submit it again" in row.reason
+
+
+def test_list_of_a_queued_job_started_from_another_checkout_reads_its_run(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No entry, and a run record in its stack (a pass from another checkout started
+    it): the row is that run's state and step, refreshed when asked, and says what
+    this checkout can do."""
+    command.write_job(spec(project, extra={"queued": {}}))
+    stack = FakeStack(job_state({"state": "running", "reason": "", "step": 40}))
+    monkeypatch.setattr(command, "existing_stack", lambda _name, _env=None: stack)
+    (row,) = command.list_jobs(refresh=True)
+    assert (row.state, row.step) == ("running", 40) and stack.calls == ["refresh", "export"]
+    assert row.reason.startswith("started by a pass from another checkout; its file here")
+    assert "submit it again here to take it over" in row.reason
+
+
+def test_list_of_a_queued_job_released_elsewhere_reads_its_verdict(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started and released by another checkout's passes: its stack has no launch and
+    exports the verdict, which the row shows."""
+    command.write_job(spec(project, extra={"queued": {}}))
+    verdict = {"state": "finished", "reason": "", "step": 60}
+    state = job_state(None, stale=verdict)
+    state["resources"] = [r for r in state["resources"] if r["type"] != LAUNCH_TYPE][:1]
+    monkeypatch.setattr(command, "existing_stack", lambda _name, _env=None: FakeStack(state))
+    (row,) = command.list_jobs()
+    assert (row.state, row.step) == ("finished", 60), row
+
+
+def test_a_stale_run_output_beside_a_launch_is_no_verdict() -> None:
+    """A state with a launch but no run record: its stack's `run` output is what an
+    old `up` computed, not a released job's verdict."""
+    assert exported_run(job_state(None)) is None
 
 
 class Ran:

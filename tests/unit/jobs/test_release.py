@@ -4,6 +4,7 @@ the state's export, an `up`) and the leader's GPUs given as it would report them
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pulumi.automation._cmd import CommandResult  # the SDK's own result: its er
 from infra.config import stack_file_values
 from infra.providers.fit import Holder, SwarmGpus
 from jobs import command, release
+from jobs.record import DOCKER_PROVIDER, state_hosts, state_manager
 from tests.unit.jobs.conftest import spec, three_managers
 from tests.unit.jobs.test_command import (
     BUDGET_SPENT,
@@ -24,6 +26,9 @@ from tests.unit.jobs.test_command import (
 )
 
 pytestmark = pytest.mark.unit
+
+GOLDEN = Path(__file__).parents[1] / "infra" / "golden"
+"""The program's golden renders (tests/unit/infra/test_program_resources.py)."""
 
 FINISHED = {**RUNNING, "state": "finished", "step": 100.0}
 
@@ -157,6 +162,55 @@ def test_a_job_with_no_file_here_is_released_from_its_stack(
     verdict = {"state": "finished", "step": 100, "reason": ""}
     assert values == {"kind": "job", "cluster": "c1", "training": {"released": verdict}}
     assert "job exp9: released; its GPUs are free" in lines
+
+
+def provider(job: str, manager: str, **extra: Any) -> dict[str, Any]:
+    """Job `job`'s cluster reference's docker provider to `manager`, as its state holds it."""
+    urn = f"urn:pulumi:{job}::deepspeed-swarm::deepspeed-swarm:clusterref:ClusterRef$"
+    return {"urn": f"{urn}pulumi:providers:docker::{job}-cluster-docker-{manager}",
+            "type": DOCKER_PROVIDER, **extra}  # fmt: skip
+
+
+def test_a_job_with_no_file_is_released_through_the_manager_its_state_names(
+    project: Path, stacks: dict[str, Stack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No file here, and its state went through lab-h2 (started while lab-h1 was lost):
+    the released file names lab-h2, so its `up` does not need the first manager."""
+    three_managers(project)
+    monkeypatch.setattr(command, "existing_stack", lambda name, _env=None: stacks[name])
+    stacks["exp9"] = stack = Stack(project, "exp9", FINISHED)
+    stack.deployment["resources"].append(provider("exp9", "lab-h2"))
+    assert release.release_ended("c1", holding("exp9"), out=lambda _l: None).jobs == ("exp9",)
+    values = stack_file_values((project / "Pulumi.exp9.yaml").read_text())
+    assert values["manager"] == "lab-h2" and stack.calls == ["refresh", "export", "up"]
+
+
+def test_the_manager_in_a_state_is_its_own_providers_not_a_deleted_one() -> None:
+    """Another job's provider and a replaced copy pending deletion are not read."""
+    state = {"resources": [provider("exp9", "lab-h1", delete=True), provider("exp10", "lab-h3"),
+                           provider("exp9", "lab-h2")]}  # fmt: skip
+    assert state_manager(state, "exp9") == "lab-h2"
+    assert state_manager({"resources": [provider("exp10", "lab-h3")]}, "exp9") is None
+
+
+def test_the_manager_is_read_by_the_name_the_program_gives_its_provider() -> None:
+    """The job stack's golden resources (the program under mocks, stack `unit` on
+    lab-h1): its cluster reference's provider is the one `state_manager` reads."""
+    golden = json.loads((GOLDEN / "resources-lab8-job.json").read_text())
+    state = {"resources": [{"urn": f"urn:pulumi:unit::p::{r['type']}::{r['name']}",
+                            "type": r["type"]} for r in golden]}  # fmt: skip
+    assert state_manager(state, "unit") == "lab-h1"
+
+
+def test_the_hosts_are_read_from_the_gpu_check_the_program_makes() -> None:
+    """The job stack's golden resources, planned on lab-h5 and lab-h6: its GPU check's
+    `hosts` input, master first, is what `state_hosts` reads."""
+    golden = json.loads((GOLDEN / "resources-lab8-job.json").read_text())
+    state = {"resources": [{"urn": f"urn:pulumi:unit::p::{r['type']}::{r['name']}",
+                            "type": r["type"], "inputs": r.get("inputs")}
+                           for r in golden]}  # fmt: skip
+    assert state_hosts(state, "unit") == ["lab-h5", "lab-h6"]
+    assert state_hosts(state, "other") is None
 
 
 def test_a_file_holding_only_the_salt_is_no_file(
