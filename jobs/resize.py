@@ -87,9 +87,14 @@ def resize(
                            f"{', '.join(command.job_names()) or 'none submitted'}"])  # fmt: skip
     cfg = command.job_settings(name)
     if cfg.queued or cfg.released:
-        form = "queued" if cfg.queued else "released (its run ended)"
+        form = "queued here" if cfg.queued else "released (its run ended)"
+        allowed = "submit it again with --nodes"
+        if cfg.queued:  # it may run all the same: started by a pass from another checkout
+            allowed += ("; or, if a pass from another checkout started it (`scripts/job "
+                        "list`), submit it again as it is, which takes it over here, then "
+                        "resize it")  # fmt: skip
         raise ConfigError([f"{NODES_KEY}: job {name!r} is {form}: only a running job is "
-                           "resized; allowed: submit it again with --nodes"])  # fmt: skip
+                           f"resized; allowed: {allowed}"])  # fmt: skip
     if nodes < 1:
         raise ConfigError([f"--nodes {nodes}; allowed: 1 or more"])
     values = stack_file_values(path.read_text())

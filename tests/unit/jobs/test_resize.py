@@ -151,10 +151,12 @@ def test_resize_of_a_stopped_job_is_refused(running: dict[str, Any], project: Pa
 
 
 def test_resize_of_a_queued_job_is_refused(project: Path) -> None:
-    """A queued job has no run to resize: refused, naming it and what to do."""
+    """A job queued here has no run to resize from here: refused, naming it and what to
+    do, also when a pass from another checkout started it (a submit takes it over)."""
     command.write_job(spec(project, extra={"queued": {"revision": "abc"}}))
-    with pytest.raises(ConfigError, match="job 'exp1' is queued: only a running job"):
+    with pytest.raises(ConfigError, match="job 'exp1' is queued here: only a running job") as e:
         resize.resize("exp1", 1)
+    assert "submit it again as it is, which takes it over here, then resize it" in str(e.value)
 
 
 def test_resize_of_an_unknown_job_is_refused(project: Path) -> None:
