@@ -64,7 +64,7 @@ from jobs.master import task_address as task_address
 from jobs.placement import queued_hosts, started_elsewhere
 from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish, waiters
-from jobs.record import exported_run, read_record, state_hosts, state_manager
+from jobs.record import exported_run, read_record, read_state, state_hosts, state_manager
 from jobs.record import run_record as run_record
 from jobs.table import GPU_HEADER as GPU_HEADER
 from jobs.table import HEADER as HEADER
@@ -322,9 +322,7 @@ def started_run(
         stack = existing_stack(name, env)
     except auto.StackNotFoundError:
         return None
-    if refresh:
-        stack.refresh(color="never")
-    deployment = stack.export_stack().deployment
+    deployment = read_state(stack, refresh)
     return run_record(deployment) or exported_run(deployment)
 
 

@@ -8,7 +8,7 @@ list` and the queue's release of ended runs (jobs/release.py) read it the same w
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from infra.components.clusterref import provider_name
@@ -32,6 +32,14 @@ _RUN_RECORD_TYPE = f"{LAUNCH_TYPE}${DYNAMIC_TYPE}"
 """The run record's type in its URN: a dynamic resource that is a child of the launch."""
 
 
+def _live(deployment: Mapping[str, Any] | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each resource of a stack's state (its `deployment`) with its name (the URN's
+    last part), but a replaced copy the engine has yet to delete."""
+    for res in (deployment or {}).get("resources") or []:
+        if not res.get("delete"):
+            yield str(res.get("urn", "")).rsplit("::", 1)[-1], res
+
+
 def run_record(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The run record's outputs in a stack's state (its `deployment`): the TrainingRun
     resource under the launch, as the last `up` or refresh (this command's, or a
@@ -39,14 +47,13 @@ def run_record(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
     `restarts`, `relaunches`. None when the state has none (a job never up, stopped, or
     whose `up` failed before its launch)."""
     found = None
-    for res in (deployment or {}).get("resources") or []:
+    for name, res in _live(deployment):
         # urn:pulumi:<stack>::<project>::<parent types>$<type>::<name>
         parts = str(res.get("urn", "")).split("::", 3)
         if (
             len(parts) == 4
             and parts[2].endswith(_RUN_RECORD_TYPE)
-            and parts[3].endswith(RUN_RECORD_SUFFIX)
-            and not res.get("delete")  # a replaced copy the engine has yet to delete
+            and name.endswith(RUN_RECORD_SUFFIX)
         ):
             found = res
     if found is None:
@@ -54,13 +61,20 @@ def run_record(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {k: _plain(v) for k, v in (found.get("outputs") or {}).items()}
 
 
-def read_record(stack: Any, refresh: bool = False) -> dict[str, Any] | None:
-    """Job stack `stack`'s run record (an Automation API stack): after a refresh, which
-    reads the run's state now, when `refresh`; else as the last `up` or refresh left it.
-    None as `run_record` says."""
+def read_state(stack: Any, refresh: bool = False) -> Mapping[str, Any] | None:
+    """Job stack `stack`'s state (an Automation API stack's export): after a refresh,
+    which reads its resources now, when `refresh`; else as the last `up` or refresh
+    left it."""
     if refresh:
         stack.refresh(color="never")
-    return run_record(stack.export_stack().deployment)
+    deployment: Mapping[str, Any] | None = stack.export_stack().deployment
+    return deployment
+
+
+def read_record(stack: Any, refresh: bool = False) -> dict[str, Any] | None:
+    """Job stack `stack`'s run record in its state (`read_state`). None as `run_record`
+    says."""
+    return run_record(read_state(stack, refresh))
 
 
 def exported_run(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -83,9 +97,8 @@ def state_manager(deployment: Mapping[str, Any] | None, job: str) -> str | None:
     docker provider is named for (infra/components/clusterref.py `provider_name`, the
     reference named `<job>-cluster` by __main__.py); None: no such provider."""
     prefix = provider_name(f"{job}-cluster", "")
-    for res in (deployment or {}).get("resources") or []:
-        name = str(res.get("urn", "")).rsplit("::", 1)[-1]
-        if res.get("type") == DOCKER_PROVIDER and name.startswith(prefix) and not res.get("delete"):
+    for name, res in _live(deployment):
+        if res.get("type") == DOCKER_PROVIDER and name.startswith(prefix):
             return name.removeprefix(prefix)
     return None
 
@@ -95,15 +108,10 @@ def state_hosts(deployment: Mapping[str, Any] | None, job: str) -> list[str] | N
     input of its GPU check (GpuFit, `<job>-train-fit`: infra/components/services.py),
     which is its file's `training.hosts` (StackConfig.master, then its workers). None:
     no such check (a CPU job, or a job never up in its full form)."""
-    for res in (deployment or {}).get("resources") or []:
-        name = str(res.get("urn", "")).rsplit("::", 1)[-1]
-        hosts = (res.get("inputs") or {}).get("hosts")
-        if (
-            res.get("type") == DYNAMIC_TYPE
-            and name.endswith(FIT_SUFFIX)
-            and (res.get("inputs") or {}).get("job") == job
-            and isinstance(hosts, list)
-            and not res.get("delete")
-        ):
+    for name, res in _live(deployment):
+        inputs = res.get("inputs") or {}
+        hosts = inputs.get("hosts")
+        fit = res.get("type") == DYNAMIC_TYPE and name.endswith(FIT_SUFFIX)
+        if fit and inputs.get("job") == job and isinstance(hosts, list):
             return [str(h) for h in hosts]
     return None

@@ -41,7 +41,7 @@ from pulumi import automation as auto
 from infra.config import ConfigError
 from infra.providers.fit import SwarmGpus
 from jobs import command
-from jobs.record import run_record, state_manager
+from jobs.record import read_state, run_record, state_manager
 from jobs.table import failure_words
 
 ENDED = ("finished", "failed")
@@ -80,8 +80,7 @@ def released_values(values: Mapping[str, Any], run: Mapping[str, Any]) -> dict[s
 def ended_run(stack: Any) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
     """Job stack `stack`'s run record after a refresh when its run has ended, else None;
     and the state it was read from."""
-    stack.refresh(color="never")
-    deployment = stack.export_stack().deployment
+    deployment = read_state(stack, refresh=True)
     run = run_record(deployment) or {}
     return (run if run.get("state") in ENDED else None), deployment
 
