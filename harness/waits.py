@@ -55,10 +55,18 @@ def retry(
         time.sleep(interval)
 
 
-def reap(proc: subprocess.Popen[str]) -> None:
-    """`proc` killed and waited for if it still runs (a test's cleanup after a failure:
-    a process it started must not outlive it)."""
-    if proc.poll() is None:
+def reap(proc: subprocess.Popen[str], grace: float = 300) -> None:
+    """`proc` ended and waited for if it still runs (a test's cleanup after a failure:
+    a process it started must not outlive it). SIGTERM first, as a watch is ended: the
+    pass under way finishes its `pulumi up` within `grace` seconds. Killed at once, the
+    watch would leave that `up` running on its own, holding the job stack's lock, and
+    the cleanup's destroy that follows would fail on the lock. Killed after `grace`."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(30)
 

@@ -1,12 +1,16 @@
-"""harness.waits: polling until a probe says yes, retrying until an action succeeds."""
+"""harness.waits: polling until a probe says yes, retrying until an action succeeds,
+ending a process a test started."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 
-from harness.waits import retry, wait_for
+from harness.waits import reap, retry, wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -60,3 +64,21 @@ def test_retry_returns_once_the_action_succeeds() -> None:
         return got
 
     assert retry(remove, timeout=5, interval=0, on=(ValueError,)) == "removed"
+
+
+def test_reap_ends_a_process_with_sigterm_first() -> None:
+    """A watch ends on SIGTERM (letting a pass under way finish): so `reap` asks it."""
+    proc = subprocess.Popen(["sleep", "60"], text=True)
+    reap(proc)
+    assert proc.returncode == -signal.SIGTERM
+
+
+def test_reap_kills_a_process_that_outlives_its_grace() -> None:
+    """A process still running `grace` seconds after SIGTERM is killed."""
+    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+              "print('ready', flush=True); time.sleep(60)"  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", ignores], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    reap(proc, grace=0.5)
+    assert proc.returncode == -signal.SIGKILL
+    proc.stdout.close()
