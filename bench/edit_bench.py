@@ -44,7 +44,8 @@ from harness.configs import committed
 from harness.lab import logged_steps, resumes_in, run_log, service_versions
 from harness.stack import Stack
 from harness.waits import wait_for
-from jobs.command import JobSpec, remove, stack_file, submit
+from jobs.command import JobSpec, stack_file, submit
+from jobs.teardown import remove
 
 STACK = "bench-edit"
 RUN = "edit"

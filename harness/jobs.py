@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.stack import Stack
-from jobs import command
+from jobs import command, teardown
 
 
 def remove_job(cluster: Stack, name: str, out: Callable[[str], None] | None = None) -> None:
@@ -14,4 +14,4 @@ def remove_job(cluster: Stack, name: str, out: Callable[[str], None] | None = No
     stack file is still here; what the job command says goes to `out`, else into the
     cluster's record."""
     if command.stack_file(name).exists():
-        command.remove(name, env=cluster.env, out=out or cluster.record)
+        teardown.remove(name, env=cluster.env, out=out or cluster.record)

@@ -4,9 +4,10 @@
     scripts/job list [--refresh]
     scripts/job logs NAME [--node HOST] [--lines N] [--follow]
     scripts/job gpus CLUSTER    # each host: GPUs free now, and which jobs hold the rest
-    scripts/job queue CLUSTER [--run | --watch [--every SECONDS]]
+    scripts/job queue CLUSTER [--run | --watch [--every SECONDS]] [--any-revision]
                                 # the waiting jobs; one pass (release ended runs, admit,
-                                # start) now, or every SECONDS until interrupted
+                                # start) now, or every SECONDS until interrupted; with
+                                # --any-revision, jobs submitted from another revision too
     scripts/job resize NAME --nodes N
                                 # a running job's node count; it resumes from its checkpoint
     scripts/job stop NAME       # the job's services and launch go; its stack file stays

@@ -11,7 +11,7 @@ from pulumi import automation as auto
 
 from infra.command import starts_command
 from infra.config import ConfigError
-from jobs import command, queuerun, queuewatch, resize
+from jobs import command, queuerun, queuewatch, resize, teardown
 from jobs.leader import quiet
 
 
@@ -83,6 +83,10 @@ def parser() -> argparse.ArgumentParser:
                      "printing only what changed")  # fmt: skip
     every = f"with --watch: seconds between passes (default {queuewatch.EVERY_S:g})"
     q.add_argument("--every", type=_seconds, metavar="SECONDS", help=every)
+    q.add_argument("--any-revision", action="store_true",
+                   help="with --run or --watch: start a job submitted from another project "
+                   "revision with this checkout's program, once its file validates here "
+                   "(default: it waits for a checkout at its revision)")  # fmt: skip
     rs = sub.add_parser("resize", help="a running job's node count, through its stack (the run "
                         "resumes at the new world size from its checkpoint)")  # fmt: skip
     rs.add_argument("name")
@@ -92,11 +96,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _watch(cluster: str, every: float) -> int:
+def _watch(cluster: str, every: float, any_revision: bool) -> int:
     """`queue CLUSTER --watch`: 0 once a signal ends it between passes; 130 when a second
     one interrupted a pass."""
     try:
-        queuewatch.watch(cluster, every)
+        queuewatch.watch(cluster, every, any_revision=any_revision)
     except KeyboardInterrupt:
         print(f"cluster {cluster}: the watch was interrupted during a pass", file=sys.stderr)
         return 130
@@ -118,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv[:cut])
     if a.op == "queue" and a.every is not None and not a.watch:
         p.error(f"--every {a.every:g} without --watch; allowed: --watch --every SECONDS")
+    if a.op == "queue" and a.any_revision and not (a.run or a.watch):
+        p.error("--any-revision without --run or --watch (it is what a pass may start); "
+                "allowed: --run --any-revision, --watch --any-revision")  # fmt: skip
     args = argv[cut + 1 :]
     try:
         if a.op == "submit":
@@ -145,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(gpu_row.line())
         elif a.op == "queue":
             if a.watch:
-                return _watch(a.cluster, a.every or queuewatch.EVERY_S)
+                return _watch(a.cluster, a.every or queuewatch.EVERY_S, a.any_revision)
             if a.run:  # its pass said the manager it went through
-                queuerun.run_queue(a.cluster)
+                queuerun.run_queue(a.cluster, any_revision=a.any_revision)
             for line in queuerun.queue_table(a.cluster, quiet if a.run else _aside):
                 print(line)
         elif a.op == "logs":
@@ -155,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         elif a.op == "resize":
             resize.resize(a.name, a.nodes)
         elif a.op == "stop":
-            command.stop(a.name)
+            teardown.stop(a.name)
         else:
-            command.remove(a.name)
+            teardown.remove(a.name)
     except ConfigError as e:
         print(e, file=sys.stderr)
         return 2

@@ -13,14 +13,12 @@ computes (a refresh leaves them as they were).
 What the command prints is jobs/table.py's, the reading of a run record from a state
 jobs/record.py's, what is read on the master host jobs/master.py's, the job's stack
 file (its values, reading and writing it) jobs/jobfile.py's; their names stay importable
-from here, as the CLI and the tests use them.
+from here, as the CLI and the tests use them. `stop` and `remove` are jobs/teardown.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import shutil
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
@@ -37,7 +35,6 @@ from infra.layout import training_service_names
 from infra.providers.fit import SwarmGpus, fit_problems, read_swarm
 from infra.providers.hostops import HostError
 from infra.providers.queue import Entry, list_entries
-from infra.providers.reach import last_line
 from jobs.jobfile import JobSpec as JobSpec
 from jobs.jobfile import carried_code as carried_code
 from jobs.jobfile import file_values as file_values
@@ -63,7 +60,7 @@ from jobs.master import on_master as on_master
 from jobs.master import task_address as task_address
 from jobs.placement import queued_hosts, started_elsewhere
 from jobs.queue import queued_row, record, revision, waiting_words
-from jobs.queuemetrics import publish, waiters
+from jobs.queuemetrics import publish
 from jobs.record import exported_run, read_record, read_state, state_hosts, state_manager
 from jobs.record import run_record as run_record
 from jobs.table import GPU_HEADER as GPU_HEADER
@@ -211,19 +208,29 @@ def adopt(
     values = file_values(name)
     if values is None or not started_elsewhere(name, values.get("training") or {}, swarm, waiting):
         return False
-    try:
-        deployment = existing_stack(name, env).export_stack().deployment
-    except auto.StackNotFoundError:
+    at = started_at(name, env)
+    if at is None:
         return False
-    hosts = state_hosts(deployment, name)
-    if not hosts:
-        return False
-    manager = state_manager(deployment, name)
+    hosts, manager = at
     write_values(name, full_values(values, hosts, manager))
     through = f" through manager {manager}" if manager else ""
     out(f"job {name}: started by a pass from another checkout on {', '.join(hosts)}{through}; "
         f"{stack_file(name).name} written in its full form from its stack")  # fmt: skip
     return True
+
+
+def started_at(
+    name: str, env: Mapping[str, str] | None = None
+) -> tuple[list[str], str | None] | None:
+    """The hosts (master first) and the manager job `name`'s stack's state names
+    (jobs/record.py `state_hosts`, `state_manager`); None: no such stack (none is made),
+    or its state names no hosts (not started: no GPU check in it)."""
+    try:
+        deployment = existing_stack(name, env).export_stack().deployment
+    except auto.StackNotFoundError:
+        return None
+    hosts = state_hosts(deployment, name)
+    return (hosts, state_manager(deployment, name)) if hosts else None
 
 
 def cluster_lock(cfg: StackConfig, holder: str, out: Printer) -> Any:
@@ -335,64 +342,15 @@ def logs(
     env: Mapping[str, str] | None = None,
 ) -> int:
     """Print the job's log (or one node's or rank's task) from its master host; the
-    exit status of ssh."""
+    exit status of ssh. A job whose file here is queued while its stack's state names
+    hosts (a pass from another checkout started it) is read where that state says it
+    runs, its file left as it is (a submit takes it over: `adopt`)."""
     cfg = job_settings(name)
+    if cfg.queued and (at := started_at(name, env)) is not None:
+        cfg = parsed(name, full_values(file_values(name) or {}, *at))
     address = None
     if node is not None or rank is not None:
         outputs = workspace_stack(name, env).outputs()
         address = task_address(outputs["rankMap"].value if "rankMap" in outputs else [],
                                node, rank)  # fmt: skip
     return on_master(cfg, logs_command(cfg, address, lines, follow)).returncode
-
-
-def stop(name: str, env: Mapping[str, str] | None = None, out: Printer = print) -> None:
-    """Destroy the job's resources: its launch stops the run (the ranks checkpoint on
-    SIGTERM), then its services go. Its stack, stack file, checkpoints and logs stay,
-    so `submit` again resumes it. A queued job leaves its cluster's queue (its entry
-    goes), whose metrics are then written again (`left_queue`)."""
-    waited = _queued_on(name)
-    stack = workspace_stack(name, env)
-    stack.destroy(on_output=out, color="never")
-    out(f"job {name}: stopped; its checkpoints and logs stay on the data dir")
-    if waited is not None:
-        left_queue(waited, out)
-
-
-def _queued_on(name: str) -> str | None:
-    """The cluster whose queue job `name` waits in (its file in the queued form); None:
-    it does not wait, or its file cannot be read (its stop goes on all the same)."""
-    try:
-        cfg = job_settings(name)
-    except (ConfigError, OSError):
-        return None
-    return cfg.cluster if cfg.queued else None
-
-
-def left_queue(cluster: str, out: Printer) -> None:
-    """Cluster `cluster`'s queue metrics written again after a waiting job left it,
-    when no job waits any more. Else they say one waits until the next pass, and with
-    no watch running DssQueueNotRun fires for a job that is gone. While others wait
-    the file is left to the next pass: written now it would date a pass that did not
-    run, and put off the alert that is right for them. Not under the submit lock: a
-    watch's next pass writes what it sees anyway. A failure is said; the stop stands."""
-    try:
-        cfg = cluster_reached(cluster)
-        entries = list_entries(leader_api(cfg))
-    except Exception as e:  # no manager, the leader's API: said; the stop is done already
-        why = e.problems[-1] if isinstance(e, ConfigError) else last_line(e)
-        out(f"cluster {cluster}: queue metrics not written: {why}")
-        return
-    if not waiters(entries):
-        publish(cfg, cluster, entries, out)
-
-
-def remove(name: str, env: Mapping[str, str] | None = None, out: Printer = print) -> None:
-    """Stop the job, then remove its stack and its stack file."""
-    stop(name, env, out)
-    stack = workspace_stack(name, env)
-    stack.workspace.remove_stack(name)
-    stack_file(name).unlink(missing_ok=True)
-    shutil.rmtree(carried_code(name), ignore_errors=True)  # a queue pass's unpacked copy
-    with contextlib.suppress(OSError):  # the dir of every job's copies, when none is left
-        carried_code(name).parent.rmdir()
-    out(f"job {name}: stack and {stack_file(name).name} removed")

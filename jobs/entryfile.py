@@ -9,7 +9,10 @@ project, that dir. A pass from another checkout (a watch on a manager, a CI sche
 writes the file from it when that checkout can run the job as submitted:
 
 - at the same revision, so the program that starts it is the one it was submitted
-  with (not a git checkout on either side: refused, as it cannot be told);
+  with (not a git checkout on either side: refused, as it cannot be told); or, when
+  the pass is told to (`--any-revision`), at any revision, the program here starting
+  it once its file, written from the entry, validates here (the `queued` mark keeps
+  the revision it was submitted from);
 - with its code: the entry's code dir inside the project with the digest submitted
   (the code committed with the revision), else the code the queue carries
   (infra/providers/queuecode.py), unpacked into the checkout's `CARRIED_DIR`
@@ -44,10 +47,11 @@ class CannotStart(Exception):
     """An admitted job that cannot start from this checkout: the line saying why."""
 
 
-def write_from_entry(job: str, cluster: str, api: Any) -> str:
+def write_from_entry(job: str, cluster: str, api: Any, any_revision: bool = False) -> str:
     """Write waiting job `job`'s stack file (cluster `cluster`) from its entry on the
-    leader `api` (module doc); the line that says so. CannotStart: why it cannot start
-    from this checkout (nothing written)."""
+    leader `api` (module doc); the line that says so. `any_revision`: a job submitted
+    from another revision is written too, the line naming both. CannotStart: why it
+    cannot start from this checkout (nothing written)."""
     name = command.stack_file(job).name
     entry = find_entry(api, job)
     if entry is None:
@@ -55,12 +59,14 @@ def write_from_entry(job: str, cluster: str, api: Any) -> str:
                           f"{entry_name(job)} is gone from the leader")  # fmt: skip
     data = entry_data(api, entry)
     wanted, here = str(data.get("revision") or ""), revision(command.stack_file(job).parent)
-    if not wanted or wanted != here:
+    same = bool(wanted) and wanted == here
+    if not (same or any_revision):
         raise CannotStart(f"job {job}: {name} is not in this checkout, and it was submitted "
                           f"from revision {wanted[:12] or 'none (not a git checkout)'} while "
                           f"this checkout is at {here[:12] or 'none'}; it waits; allowed: run "
                           "the queue from the checkout it was submitted from, or from one at "
-                          "its revision")  # fmt: skip
+                          "its revision, or with --any-revision (this checkout's program "
+                          "starts it)")  # fmt: skip
     training = dict(data.get("training") or {})
     digest = data.get("code_digest")
     said = ""
@@ -73,7 +79,15 @@ def write_from_entry(job: str, cluster: str, api: Any) -> str:
         raise CannotStart(f"job {job}: its file written from its entry is refused: "
                           f"{'; '.join(e.problems)}") from None  # fmt: skip
     code = f", code {digest}{said}" if digest else ""
-    return f"job {job}: {path.name} written from its queue entry (revision {wanted[:12]}{code})"
+    at = f"revision {wanted[:12]}" if same else other_revision(wanted, here)
+    return f"job {job}: {path.name} written from its queue entry ({at}{code})"
+
+
+def other_revision(wanted: str, here: str) -> str:
+    """The words for a job submitted from revision `wanted` that this checkout, at
+    `here`, starts with its own program (`--any-revision`)."""
+    return (f"submitted from revision {wanted[:12] or 'none'}, started with this "
+            f"checkout's program at {here[:12] or 'none'}: --any-revision")  # fmt: skip
 
 
 def _code(job: str, name: str, code: Any, digest: str, api: Any) -> tuple[dict[str, Any], str]:

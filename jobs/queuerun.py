@@ -12,7 +12,9 @@ stack in this checkout. The job's code dir must be here, at the revision it was
 submitted from (the file records it); a job submitted from another checkout has its
 file written from its entry first, when this checkout is at its revision and has its
 code, in the project or carried by the queue (jobs/entryfile.py); else the job is
-named and left waiting.
+named and left waiting. `--any-revision` lets this checkout's program start a job
+submitted from another revision (its file, here or written from its entry, validated
+here), saying both revisions.
 `--watch` makes the pass again and again (jobs/queuewatch.py); no runner service
 starts a job by itself yet (C6).
 """
@@ -26,7 +28,7 @@ from infra.config import stack_file_values
 from infra.placement import Placement
 from infra.providers.queue import list_entries
 from jobs import command, queuemetrics
-from jobs.entryfile import CannotStart, write_from_entry
+from jobs.entryfile import CannotStart, other_revision, write_from_entry
 from jobs.jobfile import full_values
 from jobs.leader import quiet
 from jobs.queue import admission, queue_lines, record, revision, waiting_words
@@ -53,23 +55,29 @@ class Pass:
     """The manager the pass went through; None: the cluster's first."""
 
 
-def _full_form(job: str, placement: Placement, manager: str | None) -> str:
+def _full_form(
+    job: str, placement: Placement, manager: str | None, any_revision: bool
+) -> tuple[str, str]:
     """Write job `job`'s stack file in its full form on `placement`, going through
     `manager` (None: the cluster's first; a queued job holds nothing made through the
-    one it named before); the file's text as it was (to put back when the `up` fails).
-    CannotStart: not from this checkout."""
+    one it named before); the file's text as it was (to put back when the `up` fails),
+    and the words for the revision it was submitted from when it is not this
+    checkout's (`any_revision`: started all the same). CannotStart: not from this
+    checkout."""
     path = command.stack_file(job)
     where = ", ".join(placement.hosts)
     text = path.read_text()
     values = stack_file_values(text)
     mark = dict(values.get("training") or {}).get("queued") or {}
     wanted, here = str(mark.get("revision") or ""), revision(path.parent)
-    if wanted and here and wanted != here:
+    other = bool(wanted and here and wanted != here)
+    if other and not any_revision:
         raise CannotStart(f"job {job}: admitted on {where}, but submitted from revision "
                           f"{wanted[:12]} and this checkout is at {here[:12]}; it waits; "
-                          f"allowed: run the queue from a checkout at {wanted[:12]}")  # fmt: skip
+                          f"allowed: run the queue from a checkout at {wanted[:12]}, or "
+                          "with --any-revision (this checkout's program starts it)")  # fmt: skip
     command.write_values(job, full_values(values, placement.hosts, manager))
-    return text
+    return text, f" ({other_revision(wanted, here)})" if other else ""
 
 
 def start(
@@ -78,13 +86,14 @@ def start(
     env: Mapping[str, str] | None,
     out: command.Printer,
     manager: str | None,
+    any_revision: bool = False,
 ) -> None:
     """Start admitted job `job` through `manager` (the pass's; None: the cluster's
     first): its full form and `up` (module doc). CannotStart: not from this checkout. A
     failed `up` puts the queued file back and raises."""
-    old = _full_form(job, placement, manager)
+    old, revised = _full_form(job, placement, manager, any_revision)
     through = f" through manager {manager}" if manager else ""
-    out(f"job {job}: admitted on {', '.join(placement.hosts)}; pulumi up{through}")
+    out(f"job {job}: admitted on {', '.join(placement.hosts)}{revised}; pulumi up{through}")
     try:
         result = command.workspace_stack(job, env).up(on_output=out, color="never")
     except BaseException:
@@ -101,12 +110,14 @@ def queue_pass(
     out: command.Printer = print,
     way: command.Printer | None = None,
     prefer: str | None = None,
+    any_revision: bool = False,
 ) -> Pass:
     """One pass over cluster `cluster`: release its ended runs, admit, start (module
     doc); what it did as it went through `out` (through `way`, when given, the line
     naming the manager it went through when not the cluster's first), the rest in the
-    result. `prefer`: the manager asked first (jobs/leader.py `reached`). ConfigError:
-    no manager answers, or the lock is not had; a failed start's error."""
+    result. `prefer`: the manager asked first (jobs/leader.py `reached`).
+    `any_revision`: a job submitted from another revision started here too.
+    ConfigError: no manager answers, or the lock is not had; a failed start's error."""
     cfg = command.cluster_reached(cluster, way or out, prefer)
     standing: dict[str, str] = {}
     started: list[str] = []
@@ -125,8 +136,8 @@ def queue_pass(
         for job, placement in adm.admitted.items():
             try:
                 if command.file_values(job) is None:  # submitted from another checkout
-                    out(write_from_entry(job, cluster, api))
-                start(job, placement, env, out, cfg.manager)
+                    out(write_from_entry(job, cluster, api, any_revision))
+                start(job, placement, env, out, cfg.manager, any_revision)
                 started.append(job)
             except CannotStart as why:
                 standing[job] = str(why)
@@ -140,10 +151,13 @@ def queue_pass(
 
 
 def run_queue(
-    cluster: str, env: Mapping[str, str] | None = None, out: command.Printer = print
+    cluster: str,
+    env: Mapping[str, str] | None = None,
+    out: command.Printer = print,
+    any_revision: bool = False,
 ) -> list[str]:
     """One pass (`queue_pass`), each job's standing said after it; the jobs started."""
-    done = queue_pass(cluster, env, out)
+    done = queue_pass(cluster, env, out, any_revision=any_revision)
     for line in done.standing.values():
         out(line)
     return list(done.started)

@@ -115,8 +115,9 @@ def wait(stop: Stop, seconds: float, sleep: Callable[[float], object]) -> None:
         sleep(min(left, TICK_S))
 
 
-def one_pass(cluster: str, said: Said, out: command.Printer) -> None:
-    """One pass, saying what changed (module doc); a failure said, never raised."""
+def one_pass(cluster: str, said: Said, out: command.Printer, any_revision: bool = False) -> None:
+    """One pass, saying what changed (module doc); a failure said, never raised.
+    `any_revision`: the pass's (jobs/queuerun.py)."""
 
     def way(line: str) -> None:
         if line != said.way:
@@ -124,7 +125,9 @@ def one_pass(cluster: str, said: Said, out: command.Printer) -> None:
         said.way = line
 
     try:
-        done = queuerun.queue_pass(cluster, out=out, way=way, prefer=said.prefer())
+        done = queuerun.queue_pass(
+            cluster, out=out, way=way, prefer=said.prefer(), any_revision=any_revision
+        )
     except Exception as err:  # any failure of one pass: said, and the next pass tries again
         line = f"cluster {cluster}: the pass failed: {failure_words(err)}"
         if line != said.failure:
@@ -153,14 +156,15 @@ def watch(
     every: float = EVERY_S,
     out: command.Printer = say,
     sleep: Callable[[float], object] = time.sleep,
+    any_revision: bool = False,
 ) -> int:
     """Make the pass over cluster `cluster` every `every` seconds until a signal (module
-    doc); the number of passes made."""
+    doc); the number of passes made. `any_revision`: each pass's (jobs/queuerun.py)."""
     stop, said, passes = Stop(), Said(), 0
     out(f"cluster {cluster}: a pass every {every:g}s until interrupted (SIGINT or SIGTERM)")
     with handled(stop):
         while not stop.asked:
-            one_pass(cluster, said, out)
+            one_pass(cluster, said, out, any_revision)
             passes += 1
             wait(stop, every, sleep)
     out(f"cluster {cluster}: {stop.why}; the watch ends after {passes} pass(es)")

@@ -30,7 +30,7 @@ from harness.stack import Pulumi, Stack
 from harness.waits import reap, stamp_lines, wait_for
 from infra.config import stack_file_values
 from infra.layout import training_service_names
-from jobs import command, leader
+from jobs import command, leader, teardown
 from jobs.lock import HOLDER_LABEL, LOCK_NAME, try_lock
 from lab.config import netns_name, veth_name
 from tests.acceptance.conftest import (
@@ -130,7 +130,7 @@ def test_a_job_asking_for_a_model_lands_only_on_its_hosts(
         assert sorted(held) == nodes, after
         job.run("preview", "--expect-no-changes")
     finally:
-        command.remove(JOB, env=cluster.env, out=cluster.record)
+        teardown.remove(JOB, env=cluster.env, out=cluster.record)
     report["figure"] = (
         f"2 x 4 fake-b on {', '.join(nodes)} (fake-b: {B_HOSTS[0]}..{B_HOSTS[-1]}; "
         f"fake-a hosts left free), first step {first:.0f} s after submit; preview no-op"

@@ -57,7 +57,7 @@ from harness.waits import wait_for
 from infra.components.swarm import endpoint
 from infra.config import ConfigError
 from infra.layout import STANDBY_SERVICE, WARMUP_SERVICE, training_service_names
-from jobs import command
+from jobs import command, teardown
 from jobs.lock import EXPIRES_LABEL, HOLDER_LABEL, LOCK_NAME, submit_lock
 from tests.engine.conftest import MakeStack
 
@@ -522,7 +522,7 @@ def test_a_job_without_free_gpus_is_refused(
             assert f"scripts/job stop {JOB}" in str(refused.value)
         assert service_versions() == versions, "a refused job changed the swarm's services"
     finally:
-        command.remove(JOB_B, env=cluster.env, out=lines.append)
+        teardown.remove(JOB_B, env=cluster.env, out=lines.append)
         cluster.record(*lines)
     assert not command.stack_file(JOB_B).exists()
 
@@ -533,7 +533,7 @@ def test_stop_keeps_checkpoints_and_remove_drops_the_stack(
     """`stop` removes the job's services and keeps its checkpoints and stack file;
     `remove` drops the stack and the file; the cluster is a no-op throughout."""
     lines: list[str] = []
-    command.stop(JOB, env=cluster.env, out=lines.append)
+    teardown.stop(JOB, env=cluster.env, out=lines.append)
     names = set(service_versions())
     assert not set(training_service_names(JOB)) & names, names
     assert not scrape_file().exists(), "the job's scrape config stayed"
@@ -542,7 +542,7 @@ def test_stop_keeps_checkpoints_and_remove_drops_the_stack(
     assert any(shared("checkpoints", JOB).iterdir()), "the job's checkpoints went"
     assert command.stack_file(JOB).exists()
     assert JOB in command.job_names()
-    command.remove(JOB, env=cluster.env, out=lines.append)
+    teardown.remove(JOB, env=cluster.env, out=lines.append)
     cluster.record(*lines)
     assert not command.stack_file(JOB).exists()
     assert JOB not in command.job_names()

@@ -7,15 +7,16 @@ now by A), its stack holds only its cluster reference and its queue entry (no se
 no launch: it holds no GPU), the entry is the Swarm config `dss-queue.<B>` on the
 leader, `scripts/job list` reads `reserved` with the place and reason under the table
 and `scripts/job queue CLUSTER` shows its row, and the queue's metrics file on the
-shared data dir says one job reserved; A stopped (`scripts/job stop`), one pass
-by hand (`scripts/job queue CLUSTER --run`) with B's stack file removed (as from a
-checkout B was not submitted from: its file written from its entry, its code
-unpacked from the queue's code config) admits B and starts it: its file in the full
+shared data dir says one job reserved; A stopped (`scripts/job stop`), one pass by
+hand (`scripts/job queue CLUSTER --run`) from another checkout at another revision
+(without B's stack file) names B and leaves it waiting; with `--any-revision` the
+pass there admits B and starts it with that checkout's program: its file written
+from its entry, its code unpacked from the queue's code config, its file in the full
 form planned on both hosts, its entry and code config gone, B training, and its next
-preview a no-op. With the submitter's queued file put back, `job list --refresh` reads
+preview there a no-op. With the submitter's queued file put back, `job list --refresh` reads
 B's run from its stack, and B's submit from there takes it over where it runs (no
 service updated, no relaunch). Then C is submitted behind B and
-`scripts/job queue CLUSTER --watch` runs with no one acting, B's file removed again
+`scripts/job queue CLUSTER --watch` runs with no one acting, B's file removed here
 (as on a machine whose pass did not start B): B ends its steps, the watch releases it
 from its stack and starts C (the Swarm-service runner, C6, is not built). Last, a
 job larger than the cluster (3 hosts of 2) is refused by `submit` and, its file
@@ -25,6 +26,7 @@ depend on this order (as tests/engine/test_jobs.py).
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import time
@@ -50,8 +52,8 @@ from infra.providers.queuecode import CODE_PREFIX, code_name
 from infra.render.code import bundle
 from infra.render.queuefile import file_name
 from jobs import command
-from jobs.jobfile import carried_code
-from jobs.queue import QUEUE_HEADER
+from jobs.jobfile import CARRIED_DIR
+from jobs.queue import QUEUE_HEADER, revision
 from jobs.record import read_record
 from tests.engine.conftest import MakeStack
 
@@ -93,10 +95,11 @@ def spec(name: str, code: Path, steps: int = 100000) -> command.JobSpec:
                            gpus_per_node=2)  # fmt: skip
 
 
-def _cli(cluster: Stack, *args: str, timeout: int = 300) -> str:
-    """`scripts/job <args>` as a person runs it, with the cluster's backend and
-    passphrase; what it printed (into the cluster's transcript too). It must exit 0."""
-    proc = subprocess.run([str(ROOT / "scripts" / "job"), *args], env=cluster.env,
+def _cli(cluster: Stack, *args: str, timeout: int = 300, cwd: Path = ROOT) -> str:
+    """`scripts/job <args>` as a person runs it in checkout `cwd`, with the cluster's
+    backend and passphrase; what it printed (into the cluster's transcript too). It
+    must exit 0."""
+    proc = subprocess.run([str(cwd / "scripts" / "job"), *args], env=cluster.env, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
     cluster.record(proc.stdout, proc.stderr)
     assert proc.returncode == 0, (args, proc.stdout[-3000:], proc.stderr[-3000:])
@@ -112,6 +115,32 @@ def entries(prefix: str = "dss-queue.") -> list[str]:
 def carried() -> list[str]:
     """The code configs the queue carries on the leader, by name."""
     return entries(CODE_PREFIX)
+
+
+@pytest.fixture(scope="module")
+def elsewhere(cluster: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Another checkout of this project at another revision, as a watch on a manager
+    host may be: this working tree's files committed in a repository of their
+    own (the same program; only the revision differs), the same Python env, and the
+    cluster's stack file (no job's). Removed afterwards."""
+    dest = tmp_path_factory.mktemp("elsewhere") / "project"
+    dest.mkdir()
+    # Tracked files and new ones not ignored: the working tree as it would be committed.
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], capture_output=True,
+                            check=True).stdout.split(b"\0")  # fmt: skip
+    for name in (n.decode() for n in listed if n):
+        if (ROOT / name).is_file():  # a tracked file deleted in the working tree: not there
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    who = ["-c", "user.name=dss-test", "-c", "user.email=dss-test@example.invalid"]
+    for argv in (["init", "-q"], ["add", "-A"], [*who, "commit", "-q", "-m", "elsewhere"]):
+        subprocess.run(["git", "-C", str(dest), *argv], check=True, capture_output=True)
+    (dest / ".venv").symlink_to(ROOT / ".venv")
+    shutil.copy(cluster.config_file, dest / cluster.config_file.name)
+    assert revision(dest) not in ("", revision(ROOT))
+    yield dest
+    shutil.rmtree(dest, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -182,38 +211,49 @@ def test_the_queue_metrics_say_b_waits(jobs: dict[str, Any]) -> None:
 
 
 def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
-    cluster: Stack, jobs: dict[str, Any], code: Path
+    cluster: Stack, jobs: dict[str, Any], code: Path, elsewhere: Path
 ) -> None:
-    """A stopped; `job queue --run` from a checkout without B's stack file (the file
-    removed, as on a machine B was not submitted from) writes B's file from its entry,
-    its code unpacked from the queue (B's code dir is outside the project), admits B
-    and runs its `up`: its file in the full form planned on both hosts, its entry and
-    code config gone, B training, its next preview a no-op."""
+    """A stopped; `job queue --run` from another checkout, at another revision and
+    without B's stack file (as on a machine B was not submitted from), names B with
+    both revisions and leaves it waiting, its entry kept; with `--any-revision` it
+    writes B's file from its entry, its code unpacked from the queue (B's code dir is
+    outside the project), admits B and runs its `up` with that checkout's program: its
+    file in the full form planned on both hosts, its entry and code config gone, B
+    training, its next preview there a no-op."""
     code_digest = bundle(code, Code().exclude).digest
     _cli(cluster, "stop", JOB_A)
     jobs["submitted"] = command.stack_file(JOB_B).read_text()  # the submitter's queued file
-    command.stack_file(JOB_B).unlink()
-    said = _cli(cluster, "queue", CLUSTER, "--run", timeout=900)
-    wrote = f"job {JOB_B}: {command.stack_file(JOB_B).name} written from its queue entry"
-    assert wrote in said and "carried by the queue)" in said, said[-3000:]
-    assert f"job {JOB_B}: admitted on lab-h1, lab-h2; pulumi up" in said, said[-3000:]
-    training = stack_file_values(command.stack_file(JOB_B).read_text())["training"]
+    name = command.stack_file(JOB_B).name
+    wanted, there = revision(ROOT)[:12], revision(elsewhere)[:12]
+    waits = _cli(cluster, "queue", CLUSTER, "--run", cwd=elsewhere)
+    refused = (f"job {JOB_B}: {name} is not in this checkout, and it was submitted from "
+               f"revision {wanted} while this checkout is at {there}; it waits")  # fmt: skip
+    assert refused in waits, waits[-3000:]
+    assert entries() == [entry_name(JOB_B)] and not (elsewhere / name).exists()
+    said = _cli(cluster, "queue", CLUSTER, "--run", "--any-revision", cwd=elsewhere, timeout=900)
+    other = (f"submitted from revision {wanted}, started with this checkout's program at "
+             f"{there}: --any-revision")  # fmt: skip
+    wrote = (f"job {JOB_B}: {name} written from its queue entry ({other}, code {code_digest} "
+             "carried by the queue)")  # fmt: skip
+    assert wrote in said, said[-3000:]
+    assert f"job {JOB_B}: admitted on lab-h1, lab-h2 ({other}); pulumi up" in said, said[-3000:]
+    training = stack_file_values((elsewhere / name).read_text())["training"]
     assert "queued" not in training, training
     assert (training["hosts"], training["placement"]) == (["lab-h1", "lab-h2"], "planned")
-    assert training["code"]["dir"] == str(carried_code(JOB_B) / code_digest), training
+    assert training["code"]["dir"] == str(elsewhere / CARRIED_DIR / JOB_B / code_digest)
     assert entries() == [] and carried() == []
     # The pass wrote the queue it left: empty.
     text = shared(".dss", "metrics", file_name(CLUSTER)).read_text()
     assert f'dss_queue_jobs{{cluster="{CLUSTER}",state="reserved"}} 0\n' in text, text
     wait_for("B's first steps", lambda: len(logged_steps(JOB_B)) >= 2, 600, 2)
-    proc = Pulumi(JOB_B, env=cluster.env).run("preview", "--expect-no-changes")
+    proc = Pulumi(JOB_B, env=cluster.env, cwd=elsewhere).run("preview", "--expect-no-changes")
     cluster.record(proc.stdout, proc.stderr)
 
 
 def test_the_submitters_checkout_reads_and_takes_over_the_started_job(
     cluster: Stack, jobs: dict[str, Any], code: Path
 ) -> None:
-    """The submitter's checkout still holds B's queued file (put back): `job list
+    """The submitter's checkout still holds B's queued file (put back again): `job list
     --refresh` reads B's run from its stack (running, started elsewhere), and a submit
     of B from there takes it over: its file written in the full form on the hosts and
     through the manager B's state names, its `up` neither updating B's services nor

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from infra.config import ConfigError, stack_file_values, stack_file_yaml
+from infra.config import ConfigError, StackConfig, stack_file_values, stack_file_yaml
 from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, STACK_TYPE
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.hostops import HostError
@@ -729,6 +729,44 @@ def test_submit_takes_over_a_job_started_from_another_checkout(
     t = _submitted(project, monkeypatch, held)
     assert "queued" not in t and (t["hosts"], t["placement"]) == (["lab-h2", "lab-h1"], "planned")
     assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h3"
+
+
+@pytest.fixture
+def masters_asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The master host each SSH command of the job command is run on (none is run)."""
+    asked: list[str] = []
+
+    def on_master(cfg: StackConfig, _script: str) -> Any:
+        asked.append(cfg.master.name)
+        return types.SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(command, "on_master", on_master)
+    return asked
+
+
+def test_logs_of_a_job_started_from_another_checkout_are_read_where_it_runs(
+    project: Path, monkeypatch: pytest.MonkeyPatch, masters_asked: list[str]
+) -> None:
+    """Its file here still queued (no hosts: the cluster's first would be asked): the
+    log is read on the master its state names, and the file is left as it is."""
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    before = (project / "Pulumi.exp1.yaml").read_text()
+    state = started_state(["lab-h2", "lab-h1"], "lab-h1")
+    monkeypatch.setattr(command, "existing_stack", lambda _n, _env=None: FakeStack(state))
+    assert command.logs("exp1") == 0
+    assert masters_asked == ["lab-h2"]
+    assert (project / "Pulumi.exp1.yaml").read_text() == before
+
+
+def test_logs_of_a_waiting_job_are_asked_of_its_files_master(
+    project: Path, monkeypatch: pytest.MonkeyPatch, masters_asked: list[str]
+) -> None:
+    """Queued and not started (its state names no hosts): its file's master, as before."""
+    command.write_job(spec(project, extra={"queued": {"revision": "r1"}}))
+    state = job_state(RUNNING)
+    monkeypatch.setattr(command, "existing_stack", lambda _n, _env=None: FakeStack(state))
+    assert command.logs("exp1") == 0
+    assert masters_asked == [command.job_settings("exp1").master.name]
 
 
 def test_no_take_over_where_the_state_names_no_hosts(

@@ -19,7 +19,7 @@ from infra.providers import queuecode
 from infra.providers.fit import SwarmGpus
 from infra.providers.queue import LABEL, ask_label, entry_name
 from infra.render.code import bundle, tar_bytes
-from jobs import command, entryfile, jobfile, queuerun
+from jobs import command, entryfile, jobfile, queuerun, teardown
 from ops.project import ROOT
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.jobs.test_queue import Ran
@@ -101,6 +101,35 @@ def test_another_revision_is_refused(
     monkeypatch.setattr(entryfile, "revision", lambda _root: here)
     with pytest.raises(entryfile.CannotStart, match=said):
         entryfile.write_from_entry("exp1", "c1", leader)
+    assert not command.stack_file("exp1").exists()
+
+
+def test_another_revision_is_written_when_told(
+    leader: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--any-revision`: this checkout at another revision writes the file all the same,
+    the mark keeping the revision it was submitted from, the line naming both."""
+    cfg = submitted({"steps": 40})
+    put_entry(leader, cfg)
+    monkeypatch.setattr(entryfile, "revision", lambda _root: "0" * 40)
+    line = entryfile.write_from_entry("exp1", "c1", leader, any_revision=True)
+    assert line.startswith(
+        f"job exp1: Pulumi.exp1.yaml written from its queue entry (submitted from revision "
+        f"{REV[:12]}, started with this checkout's program at 000000000000: --any-revision, "
+        "code "
+    ), line
+    assert command.job_settings("exp1") == cfg
+
+
+def test_a_file_refused_here_is_not_written_even_when_told(
+    leader: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--any-revision` starts only what validates here: an entry whose training this
+    program refuses is named with why, and nothing is written."""
+    put_entry(leader, submitted(), training={"nodes": 2, "gpus_per_node": 2, "no_such_key": 1})
+    monkeypatch.setattr(entryfile, "revision", lambda _root: "0" * 40)
+    with pytest.raises(entryfile.CannotStart, match="its file written from its entry is refused"):
+        entryfile.write_from_entry("exp1", "c1", leader, any_revision=True)
     assert not command.stack_file("exp1").exists()
 
 
@@ -272,7 +301,7 @@ def test_remove_takes_the_carried_code_unpacked_here(
             removed.append("destroyed")
 
     monkeypatch.setattr(command, "workspace_stack", lambda _n, _e=None: Stack())
-    command.remove("exp1", out=lambda _l: None)
+    teardown.remove("exp1", out=lambda _l: None)
     assert removed == ["destroyed", "exp1"]
     assert not command.stack_file("exp1").exists()
     assert not jobfile.carried_code("exp1").parent.exists(), "no copy of any job is left"

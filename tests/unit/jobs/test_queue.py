@@ -18,7 +18,7 @@ from infra.config import ConfigError, stack_file_values
 from infra.layout import LAUNCH_TYPE
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.queue import LABEL, ask_label, list_entries
-from jobs import command, leader, queuerun
+from jobs import command, leader, queuerun, teardown
 from jobs import queue as jq
 from jobs.record import exported_run
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
@@ -253,7 +253,30 @@ def test_run_refuses_to_start_from_another_revision(
     lines: list[str] = []
     assert queuerun.run_queue("c1", out=lines.append) == []
     assert queued["ran"].ups == []
-    assert any("submitted from revision aaaa" in line for line in lines)
+    assert "queued" in stack_file_values((project / "Pulumi.exp1.yaml").read_text())["training"]
+    assert lines[0] == (
+        "job exp1: admitted on lab-h1, lab-h2, but submitted from revision aaaa and this "
+        "checkout is at bbbb; it waits; allowed: run the queue from a checkout at aaaa, or "
+        "with --any-revision (this checkout's program starts it)"
+    ), lines
+
+
+def test_run_told_any_revision_starts_a_job_from_another_revision(
+    project: Path, queued: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--any-revision`: the same job starts with this checkout's program, the line
+    naming both revisions."""
+    command.write_job(spec(project, extra={"queued": {"revision": "aaaa"}}))
+    monkeypatch.setattr(queuerun, "revision", lambda _root: "bbbb")
+    lines: list[str] = []
+    assert queuerun.run_queue("c1", out=lines.append, any_revision=True) == ["exp1"]
+    assert queued["ran"].ups == ["exp1"]
+    t = stack_file_values((project / "Pulumi.exp1.yaml").read_text())["training"]
+    assert "queued" not in t and t["hosts"] == ["lab-h1", "lab-h2"], t
+    assert (
+        "job exp1: admitted on lab-h1, lab-h2 (submitted from revision aaaa, started with "
+        "this checkout's program at bbbb: --any-revision); pulumi up"
+    ) in lines, lines
 
 
 def test_a_failed_up_puts_the_queued_file_back(
@@ -356,8 +379,8 @@ def test_cli_queue_prints_the_table(
         calls.append(f"table {cluster}{' quiet' if out is leader.quiet else ''}")
         return ["T"]
 
-    def run(cluster: str) -> list[str]:
-        calls.append(f"run {cluster}")
+    def run(cluster: str, any_revision: bool = False) -> list[str]:
+        calls.append(f"run {cluster}{' any' if any_revision else ''}")
         return []
 
     monkeypatch.setattr(queuerun, "queue_table", table)
@@ -366,6 +389,8 @@ def test_cli_queue_prints_the_table(
     assert calls == ["run c1", "table c1 quiet"] and capsys.readouterr().out == "T\n"
     assert cli.main(["queue", "c1"]) == 0
     assert calls[2:] == ["table c1"] and capsys.readouterr().out == "T\n"
+    assert cli.main(["queue", "c1", "--run", "--any-revision"]) == 0
+    assert calls[3:] == ["run c1 any", "table c1 quiet"]
 
 
 def test_cli_queue_watch_runs_the_loop_every_seconds_given(
@@ -375,10 +400,16 @@ def test_cli_queue_watch_runs_the_loop_every_seconds_given(
     from jobs import __main__ as cli
     from jobs import queuewatch
 
-    calls: list[tuple[str, float]] = []
-    monkeypatch.setattr(queuewatch, "watch", lambda c, every: calls.append((c, every)))
+    calls: list[tuple[str, float, bool]] = []
+
+    def watch(cluster: str, every: float, any_revision: bool) -> None:
+        calls.append((cluster, every, any_revision))
+
+    monkeypatch.setattr(queuewatch, "watch", watch)
     assert cli.main(["queue", "c1", "--watch", "--every", "2.5"]) == 0
-    assert calls == [("c1", 2.5)] and capsys.readouterr().out == ""
+    assert calls == [("c1", 2.5, False)] and capsys.readouterr().out == ""
+    assert cli.main(["queue", "c1", "--watch", "--any-revision"]) == 0
+    assert calls[1:] == [("c1", queuewatch.EVERY_S, True)]
 
 
 def test_cli_queue_every_without_watch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -389,6 +420,18 @@ def test_cli_queue_every_without_watch_is_refused(capsys: pytest.CaptureFixture[
         cli.main(["queue", "c1", "--every", "5"])
     assert exit_.value.code == 2
     assert "--every 5 without --watch; allowed: --watch --every SECONDS" in capsys.readouterr().err
+
+
+def test_cli_any_revision_without_a_pass_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--any-revision` with no pass to tell it: a usage error saying what is allowed."""
+    from jobs import __main__ as cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["queue", "c1", "--any-revision"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--any-revision without --run or --watch" in err, err
+    assert "allowed: --run --any-revision, --watch --any-revision" in err, err
 
 
 class Destroyed:
@@ -414,7 +457,7 @@ def test_a_stopped_queued_job_leaves_the_queue_metrics(
     """Stopping the only waiting job writes the cluster's queue metrics again: none
     waits (else DssQueueNotRun would fire with no watch, for a job that is gone)."""
     monkeypatch.setattr(command, "workspace_stack", Destroyed(queued["api"]).stack)
-    command.stop("exp1", out=print)
+    teardown.stop("exp1", out=print)
     (script,) = written()
     assert 'dss_queue_jobs{cluster="c1",state="reserved"} 0\n' in script, script
     assert "exp1" not in script, script
@@ -426,7 +469,7 @@ def test_a_stopped_running_job_leaves_the_queue_metrics_alone(
     """A job in its full form waited in no queue: its stop writes no metrics."""
     command.write_job(spec(project))
     monkeypatch.setattr(command, "workspace_stack", Destroyed().stack)
-    command.stop("exp1", out=print)
+    teardown.stop("exp1", out=print)
     assert written() == []
 
 
@@ -442,7 +485,7 @@ def test_a_queue_not_reached_after_a_stop_is_said(
 
     monkeypatch.setattr(command, "reached", lost)
     said: list[str] = []
-    command.stop("exp1", out=said.append)
+    teardown.stop("exp1", out=said.append)
     assert said[-1] == (
         "cluster c1: queue metrics not written: cluster c1: no manager answers: lab-h1 "
         "(ssh://...) does not answer"
@@ -457,5 +500,5 @@ def test_a_stop_leaves_the_others_waits_to_the_next_pass(
     pass's time (a pass that did not run would put off DssQueueNotRun for exp2)."""
     entry(queued["api"], "exp2", 2.0, position="2", reason="ahead of it: exp1")
     monkeypatch.setattr(command, "workspace_stack", Destroyed(queued["api"]).stack)
-    command.stop("exp1", out=print)
+    teardown.stop("exp1", out=print)
     assert written() == []

@@ -42,11 +42,20 @@ class Passes:
         self.calls = 0
         self.prefers: list[str | None] = []
         """Per call, the manager it was asked to prefer."""
+        self.any_revision: list[bool] = []
+        """Per call, whether it was told to start jobs from another revision."""
 
     def __call__(
-        self, _cluster: str, env: Any = None, out: Any = print, way: Any = None, prefer: Any = None
+        self,
+        _cluster: str,
+        env: Any = None,
+        out: Any = print,
+        way: Any = None,
+        prefer: Any = None,
+        any_revision: bool = False,
     ) -> Pass:
         self.prefers.append(prefer)
+        self.any_revision.append(any_revision)
         result = self.results[self.calls]
         if self.calls < len(self.ways) and self.ways[self.calls]:
             (way or out)(self.ways[self.calls])
@@ -81,6 +90,16 @@ def test_a_waiting_job_is_said_again_only_when_its_line_changes(
     monkeypatch.setattr(queuerun, "queue_pass", passes)
     assert watched(lines) == [WAITS, reserved]
     assert passes.calls == 3
+
+
+def test_every_pass_of_a_watch_told_any_revision_is_told_it(
+    monkeypatch: pytest.MonkeyPatch, lines: list[str]
+) -> None:
+    """`--watch --any-revision`: each pass may start a job from another revision."""
+    passes = Passes(standing(exp1=WAITS), standing(exp1=WAITS))
+    monkeypatch.setattr(queuerun, "queue_pass", passes)
+    queuewatch.watch("c1", 0.0, out=lines.append, sleep=lambda _s: None, any_revision=True)
+    assert passes.any_revision == [True, True]
 
 
 def test_a_failed_pass_is_said_once_and_the_watch_goes_on(
