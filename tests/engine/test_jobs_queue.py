@@ -13,9 +13,9 @@ hand (`scripts/job queue CLUSTER --run`) from another checkout at another revisi
 pass there admits B and starts it with that checkout's program: its file written
 from its entry, its code unpacked from the queue's code config, its file in the full
 form planned on both hosts, its entry and code config gone, B training, and its next
-preview there a no-op. With the submitter's queued file put back, `job list --refresh` reads
-B's run from its stack, and B's submit from there takes it over where it runs (no
-service updated, no relaunch). Then C is submitted behind B and
+preview there a no-op. With the submitter's queued file, untouched by that pass,
+`job list --refresh` reads B's run from its stack, and B's submit from there takes it
+over where it runs (no service updated, no relaunch). Then C is submitted behind B and
 `scripts/job queue CLUSTER --watch` runs with no one acting, B's file removed here
 (as on a machine whose pass did not start B): B ends its steps, the watch releases it
 from its stack and starts C (the Swarm-service runner, C6, is not built). Last, a
@@ -253,12 +253,13 @@ def test_a_pass_by_hand_starts_it_once_the_gpus_are_free(
 def test_the_submitters_checkout_reads_and_takes_over_the_started_job(
     cluster: Stack, jobs: dict[str, Any], code: Path
 ) -> None:
-    """The submitter's checkout still holds B's queued file (put back again): `job list
-    --refresh` reads B's run from its stack (running, started elsewhere), and a submit
-    of B from there takes it over: its file written in the full form on the hosts and
+    """The submitter's checkout still holds B's queued file, as submitted (the pass ran
+    in another checkout and wrote nothing here): `job list --refresh` reads B's run
+    from its stack (running, started elsewhere), and a submit of B from there takes it
+    over: its file written in the full form on the hosts and
     through the manager B's state names, its `up` neither updating B's services nor
     relaunching its run."""
-    command.stack_file(JOB_B).write_text(jobs["submitted"])
+    assert command.stack_file(JOB_B).read_text() == jobs["submitted"]
     listed = _cli(cluster, "list", "--refresh").splitlines()
     row = next(line.split() for line in listed if line.startswith(JOB_B + " "))
     # B may end its 60 steps meanwhile: its services stay until a pass releases it.
