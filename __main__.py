@@ -16,6 +16,7 @@ import pulumi
 from infra import config
 from infra.components.clusterref import ClusterRef, ClusterRefArgs
 from infra.components.hostfacts import HostFacts, HostFactsArgs
+from infra.components.idleservices import ClusterServices, ClusterServicesArgs
 from infra.components.image import TrainingImage, TrainingImageArgs
 from infra.components.jupyter import JupyterLab, JupyterLabArgs
 from infra.components.launch import TrainingLaunch, TrainingLaunchArgs
@@ -27,8 +28,6 @@ from infra.components.scrape import JobScrape, JobScrapeArgs
 from infra.components.secrets import ClusterSecrets, ClusterSecretsArgs
 from infra.components.services import (
     TRAINING_SERVICES_TYPE,
-    ClusterServices,
-    ClusterServicesArgs,
     TrainingServices,
     TrainingServicesArgs,
 )
