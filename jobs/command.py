@@ -63,6 +63,7 @@ from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish
 from jobs.record import exported_run, read_record, read_state, state_hosts, state_manager
 from jobs.record import run_record as run_record
+from jobs.repoint import moved_job
 from jobs.table import GPU_HEADER as GPU_HEADER
 from jobs.table import HEADER as HEADER
 from jobs.table import GpuRow as GpuRow
@@ -167,6 +168,9 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
         api = leader_api(cluster)
         entries = list_entries(api)
         adopt(spec.name, swarm, {e.job for e in entries}, env, out)
+        # A running job whose manager is lost goes on through this one (its file then
+        # names it, which kept_manager reads): jobs/repoint.py.
+        moved_job(workspace_stack(spec.name, env), spec.name, cluster, out)
         spec, adm = placed(spec, cluster, swarm, entries)
         spec = replace(spec, manager=kept_manager(spec.name, cluster, swarm))
         waits = adm is not None and adm.verdict(spec.name).state != "admitted"

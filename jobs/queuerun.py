@@ -128,7 +128,7 @@ def queue_pass(
         # Under the lock no entry changes but by this pass: read once, for the release
         # (a waiting job is not released) and the admission.
         entries = list_entries(api)
-        released = release_ended(cluster, swarm, env, out, {e.job for e in entries})
+        released = release_ended(cluster, swarm, env, out, {e.job for e in entries}, cfg)
         standing.update(released.problems)
         # What the released jobs held is free now: read again.
         adm = admission(cfg, command.leader_gpus(cfg) if released.jobs else swarm, entries)

@@ -38,10 +38,11 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infra.config import ConfigError
+from infra.config import ConfigError, StackConfig
 from infra.providers.fit import SwarmGpus
 from jobs import command
 from jobs.record import read_state, run_record, state_manager
+from jobs.repoint import moved_job
 from jobs.table import failure_words
 
 ENDED = ("finished", "failed")
@@ -102,25 +103,34 @@ def values_here(
 
 
 def release(
-    job: str, cluster: str, env: Mapping[str, str] | None = None, out: command.Printer = print
+    job: str,
+    cluster: str,
+    env: Mapping[str, str] | None = None,
+    out: command.Printer = print,
+    way: StackConfig | None = None,
 ) -> bool:
     """Release job `job` of cluster `cluster`, which holds GPUs, if its run has ended
     (module doc): its file in the released form, then its `up`. False: its run has not
     ended. Its file may be queued or missing here (`values_here`); with none, its stack
     must be in this backend already (auto.StackNotFoundError: it is not; none is made).
     A released file is kept when the `up` fails (the next pass runs it again), and the
-    error raised."""
+    error raised. `way`: the cluster as the pass reached it; a job whose manager does not
+    answer first moves to the one that does (jobs/repoint.py: its refresh and `up` go
+    through it)."""
     # Read before any engine call: the engine may write a file holding only the
     # encryption salt for a stack selected with no file here (`file_values`: none).
     values = command.file_values(job)
     cfg = command.parsed(job, values) if values is not None else None
     verdict = cfg.training.released if cfg is not None else None
+    here = values is not None
+    stack = command.workspace_stack(job, env) if here else command.existing_stack(job, env)
+    moved = moved_job(stack, job, way, out)
     if verdict is None:
-        here = values is not None
-        stack = command.workspace_stack(job, env) if here else command.existing_stack(job, env)
         run, deployment = ended_run(stack)
         if run is None:
             return False
+        if moved is not None and values is not None:
+            values = {**values, "manager": moved}
         manager = None if here else state_manager(deployment, job)
         command.write_values(job, released_values(values_here(values, cluster, manager), run))
         said = verdict_of(run)
@@ -130,7 +140,7 @@ def release(
     else:
         out(f"job {job}: released ({verdict.state}), but its services still hold GPUs; "
             "pulumi up of its released form again")  # fmt: skip
-    command.workspace_stack(job, env).up(on_output=out, color="never")
+    stack.up(on_output=out, color="never")
     out(f"job {job}: released; its GPUs are free")
     return True
 
@@ -141,16 +151,17 @@ def release_ended(
     env: Mapping[str, str] | None = None,
     out: command.Printer = print,
     waiting: Collection[str] = (),
+    way: StackConfig | None = None,
 ) -> ReleasePass:
     """Release every ended run of cluster `cluster`'s jobs whose services hold GPUs in
     `swarm` (the leader's answer), in name order, but those `waiting` (their entries
     are in the queue: tasks of one are left by a failed start, not its run); one job's
-    failure is said in the result and the others go on."""
+    failure is said in the result and the others go on. `way`: as `release` says."""
     done: list[str] = []
     problems: dict[str, str] = {}
     for job in (j for j in holding_jobs(swarm) if j not in waiting):
         try:
-            if release(job, cluster, env, out):
+            if release(job, cluster, env, out, way):
                 done.append(job)
         except auto.StackNotFoundError:
             problems[job] = (f"job {job}: not released: it holds GPUs on {cluster}, but its "

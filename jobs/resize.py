@@ -33,6 +33,7 @@ from infra.providers.fit import SwarmGpus
 from infra.providers.queue import Entry, list_entries
 from jobs import command
 from jobs.placement import holds_gpus
+from jobs.repoint import moved_job
 
 WAITING = ("queued", "reserved")
 """The entry states of a job that waits for GPUs."""
@@ -105,6 +106,9 @@ def resize(
         return {}
     cluster = command.cluster_reached(str(values.get("cluster")), out)
     with command.cluster_lock(cluster, command.holder_name(name), out):
+        # Its manager lost: the resize goes through the one reached (jobs/repoint.py).
+        stack = command.workspace_stack(name, env)
+        manager = moved_job(stack, name, cluster, out) or values.get("manager")
         swarm = command.leader_gpus(cluster)
         t = cfg.training
         if t.gpus_per_node and not holds_gpus(swarm, name):
@@ -117,14 +121,14 @@ def resize(
             waiting = waiting_jobs(list_entries(command.leader_api(cluster)), name)
             hosts = resized_hosts(ask, before, host_slots(cluster), _free(swarm, name), waiting)
             training["hosts"] = hosts
-        raw = command.job_values(values.get("cluster"), training, values.get("manager"))
+        raw = command.job_values(values.get("cluster"), training, manager)
         resized = command.parsed(name, raw)
         command.check_gpus(resized, swarm)
         command.write_values(name, raw)
         after = [h.name for h in resized.training_hosts]
         out(f"job {name}: {path.name} written, {len(before)} -> {nodes} node(s) "
             f"({', '.join(after)}); pulumi up")  # fmt: skip
-        result = command.workspace_stack(name, env).up(on_output=out, color="never")
+        result = stack.up(on_output=out, color="never")
     outputs = {k: v.value for k, v in result.outputs.items()}
     run = outputs.get("run", {})
     out(f"job {name}: run {run.get('state')} at step {run.get('step')} on {nodes} node(s)")

@@ -14,34 +14,49 @@ import contextlib
 import shutil
 from collections.abc import Mapping
 
-from infra.config import ConfigError
+from infra.config import ConfigError, StackConfig
 from infra.providers.queue import list_entries
 from infra.providers.reach import last_line
 from jobs import command
 from jobs.queuemetrics import publish, waiters
+from jobs.repoint import moved_job
 
 
 def stop(name: str, env: Mapping[str, str] | None = None, out: command.Printer = print) -> None:
     """Destroy the job's resources: its launch stops the run (the ranks checkpoint on
     SIGTERM), then its services go. Its stack, stack file, checkpoints and logs stay,
     so `submit` again resumes it. A queued job leaves its cluster's queue (its entry
-    goes), whose metrics are then written again (`left_queue`)."""
-    waited = _queued_on(name)
+    goes), whose metrics are then written again (`left_queue`). A job whose manager
+    does not answer is first moved to the one that does (jobs/repoint.py)."""
+    cfg = _settings(name)
+    waited = cfg.cluster if cfg is not None and cfg.queued else None
     stack = command.workspace_stack(name, env)
+    moved_job(stack, name, _reached(cfg, out), out)
     stack.destroy(on_output=out, color="never")
     out(f"job {name}: stopped; its checkpoints and logs stay on the data dir")
     if waited is not None:
         left_queue(waited, out)
 
 
-def _queued_on(name: str) -> str | None:
-    """The cluster whose queue job `name` waits in (its file in the queued form); None:
-    it does not wait, or its file cannot be read (its stop goes on all the same)."""
+def _settings(name: str) -> StackConfig | None:
+    """Job `name`'s settings from its file here; None: no file, or one that cannot be
+    read (its stop goes on all the same: its state says what to destroy)."""
     try:
-        cfg = command.job_settings(name)
+        return command.job_settings(name)
     except (ConfigError, OSError):
         return None
-    return cfg.cluster if cfg.queued else None
+
+
+def _reached(cfg: StackConfig | None, out: command.Printer) -> StackConfig | None:
+    """The cluster of a job's settings `cfg` through the first manager that answers;
+    None: no settings, or no manager answers (the destroy then fails on the job's own
+    manager, naming it)."""
+    if cfg is None or cfg.cluster is None:
+        return None
+    try:
+        return command.cluster_reached(cfg.cluster, out)
+    except ConfigError:
+        return None
 
 
 def left_queue(cluster: str, out: command.Printer) -> None:

@@ -215,13 +215,20 @@ def _watch_from_lab_h2(cluster: Stack) -> list[str]:
     return lines
 
 
-def _queued_behind(cluster: Stack, code: Path, x: str, y: str) -> None:
-    """X (the tutorial for ever, 2 x 4 on the first two fake-b hosts) holds their GPUs;
-    Y (the tutorial, the same hosts) is submitted and reserved behind it."""
+def _holder(code: Path, x: str) -> list[str]:
+    """`scripts/job` arguments of X: the tutorial for ever, 2 x 4 on the first two
+    fake-b hosts."""
     hosts = ",".join(B_HOSTS[:2])
     long = [*TUTORIAL_COMMAND[:5], "--steps", "100000000", "--save_interval", "1000"]
-    job_cli(cluster, "submit", str(code), "--name", x, "--cluster", CLUSTER, "--hosts", hosts,
-            "--gpus-per-node", "4", "--", *long)  # fmt: skip
+    return ["submit", str(code), "--name", x, "--cluster", CLUSTER, "--hosts", hosts,
+            "--gpus-per-node", "4", "--", *long]  # fmt: skip
+
+
+def _queued_behind(cluster: Stack, code: Path, x: str, y: str) -> None:
+    """X (`_holder`) holds its hosts' GPUs; Y (the tutorial, the same hosts) is
+    submitted and reserved behind it."""
+    hosts = ",".join(B_HOSTS[:2])
+    job_cli(cluster, *_holder(code, x))
     said = job_cli(cluster, "submit", str(code), "--name", y, "--cluster", CLUSTER,
                    "--hosts", hosts, "--gpus-per-node", "4", "--", *TUTORIAL_COMMAND)  # fmt: skip
     assert f"job {y} reserved: #1 on {CLUSTER}; " in said, said
@@ -304,34 +311,51 @@ def test_a_queued_job_survives_the_loss_of_a_host_running_its_watch(
     )
 
 
-def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
+def test_a_job_moves_off_a_lost_manager_and_a_queued_one_starts_through_another(
     cluster: Stack, code: Path, report: dict[str, str]
 ) -> None:
-    """A queued job starts through another manager when the cluster's first is lost.
-    X (the tutorial, 2 x 4 fake-b) holds its hosts' GPUs; Y (the same hosts) is queued
-    behind it. X is stopped, then lab-h1, the cluster's first manager (through which
-    every job so far was made), is lost before any pass runs. One pass from
-    lab-h2's namespace finds lab-h1 silent, goes through lab-h2 (Raft kept the queue's
-    entries and the lock on every manager), and starts Y through it: Y's file names
-    lab-h2, Y trains, and its preview through lab-h2 is a no-op while lab-h1 is still
-    lost. `job gpus` says on stderr that it read through lab-h2. A watch from lab-h2's
-    namespace then says once that it goes through lab-h2, and its passes go on through
-    it (which manager each pass asks first: the unit tests of jobs/queuewatch.py)."""
+    """A running job moves off its lost manager, and a queued job starts through another
+    manager, when the cluster's first is lost. X (the tutorial, 2 x 4 fake-b on lab-h5,
+    lab-h6) holds its hosts' GPUs; Y (the same hosts) is queued behind it. lab-h1, the
+    cluster's first manager (through which every job so far was made), is lost while X
+    runs. X submitted again as it is moves its state to lab-h2 (jobs/repoint.py): its
+    file names lab-h2, its services are the same (id and version), and its preview
+    through lab-h2 is a no-op. X is then stopped through lab-h2. One pass from lab-h2's
+    namespace finds lab-h1 silent, goes through lab-h2 (Raft kept the queue's entries
+    and the lock on every manager), and starts Y through it: Y's file names lab-h2, Y
+    trains, and its preview through lab-h2 is a no-op while lab-h1 is still lost. `job
+    gpus` says on stderr that it read through lab-h2. A watch from lab-h2's namespace
+    then says once that it goes through lab-h2, and its passes go on through it (which
+    manager each pass asks first: the unit tests of jobs/queuewatch.py)."""
     x, y = f"{JOB}-mx", f"{JOB}-my"
     hosts = ", ".join(B_HOSTS[:2])
     for name in (x, y):
         clear_job_files(name)
     settings = command.cluster_settings(CLUSTER)
     second = settings.managers[1]
+    via_second = settings.model_copy(update={"manager": second.name})
     cut = False
     try:
         _queued_behind(cluster, code, x, y)
-        job_cli(cluster, "stop", x)
+        master = training_service_names(x)[0]
+        before = command.leader_api(settings).inspect_service(master)
         subprocess.run(["ip", "link", "set", veth_name(1), "down"], check=True)
         cut, t_lost = True, time.time()
         # Raft elects a leader among lab-h2 and lab-h3 (a few seconds).
         wait_for("lab-h2 answering as a manager",
                  lambda: leader.answers(settings, second) is None, 300, 1)  # fmt: skip
+        moved = job_cli(cluster, *_holder(code, x)).splitlines()
+        assert any(ln.startswith(f"job {x}: its manager lab-h1 does not answer (")
+                   and ln.endswith("its state now goes through manager lab-h2")
+                   for ln in moved), moved[-40:]  # fmt: skip
+        assert stack_file_values(command.stack_file(x).read_text())["manager"] == "lab-h2"
+        after = command.leader_api(via_second).inspect_service(master)
+        assert (after["ID"], after["Version"]) == (before["ID"], before["Version"]), (
+            "X's master service was replaced or updated by the move",
+            moved[-40:],
+        )
+        Pulumi(x, env=cluster.env).run("preview", "--expect-no-changes")
+        job_cli(cluster, "stop", x)
         # A new Raft leader counts a node ready once its agent reports again (`unknown`
         # until then: no GPU of it is free to a pass). `job gpus` goes through lab-h2
         # as well: X's hosts ready and free.
@@ -374,12 +398,15 @@ def test_a_queued_job_starts_through_another_manager_when_the_first_is_lost(
         for name in (y, x):
             remove_job(cluster, name)
     report["figure"] = (
-        f"lab-h1 lost after {x} stopped; one pass from lab-h2 started {y} through lab-h2: "
+        f"lab-h1 lost while {x} ran; {x} submitted again moved to lab-h2 (its services "
+        f"the same, its preview a no-op), then stopped; one pass from lab-h2 started {y} "
+        "through lab-h2: "
         f"first step {to_step:.0f} s after the loss; {y}'s preview through lab-h2 a no-op; "
         f"a watch from lab-h2 made {passes} in {WATCH_S:.0f} s through lab-h2 (a probe of "
         f"the cut lab-h1 took {probe_s:.1f} s)"
     )
     report["command"] = (
-        f"ip link set {veth_name(1)} down; in lab-h2's namespace: scripts/job queue {CLUSTER} "
-        f"--run, then --watch --every 1 for {WATCH_S:.0f} s"
+        f"ip link set {veth_name(1)} down; scripts/job submit {x} (as it was), stop {x}; "
+        f"in lab-h2's namespace: scripts/job queue {CLUSTER} --run, then --watch --every 1 "
+        f"for {WATCH_S:.0f} s"
     )

@@ -76,7 +76,9 @@ class StackConfig(BaseModel):
     managers, through which its services, its queue entry and its GPU check are made and
     read (`kind: job` only). Default: the cluster's first manager. `scripts/job` writes
     it when it submits or starts a job while the first manager does not answer
-    (docs/jobs.md, "When a manager is lost"); a job keeps it for as long as it runs."""
+    (docs/jobs.md, "When a manager is lost"). A running job keeps it while it answers;
+    once it does not, the job's next submit, resize, stop or release moves the job's
+    state to the manager that command reached and writes that one here."""
 
     @field_validator("hosts")
     @classmethod

@@ -10,6 +10,7 @@ import pytest
 
 from infra.config import stack_file_yaml
 from jobs import command, jobfile, queuemetrics
+from jobs.record import DOCKER_PROVIDER
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.infra.samples import stack_config
 
@@ -20,6 +21,21 @@ class MasterScripts(list[str]):
     def __call__(self, _cfg: Any, script: str, **_kw: Any) -> Any:
         self.append(script)
         return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+
+class Stateless:
+    """A fake job stack's export: a state naming no manager, as a job's before its first
+    `up` (jobs/repoint.py moves nothing)."""
+
+    def export_stack(self) -> Any:
+        return types.SimpleNamespace(version=3, deployment={})
+
+
+def provider(job: str, manager: str, **extra: Any) -> dict[str, Any]:
+    """Job `job`'s cluster reference's docker provider to `manager`, as its state holds it."""
+    urn = f"urn:pulumi:{job}::deepspeed-swarm::deepspeed-swarm:clusterref:ClusterRef$"
+    return {"urn": f"{urn}pulumi:providers:docker::{job}-cluster-docker-{manager}",
+            "type": DOCKER_PROVIDER, **extra}  # fmt: skip
 
 
 def written() -> list[str]:

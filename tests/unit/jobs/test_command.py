@@ -18,11 +18,12 @@ from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, STACK_TYPE
 from infra.providers.fit import Holder, SwarmGpus
 from infra.providers.hostops import HostError
 from infra.providers.queue import list_entries
-from jobs import command
+from jobs import command, repoint
+from jobs.record import state_manager
 from jobs.table import RELEASED_WORDS
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
 from tests.unit.infra.samples import stack_config
-from tests.unit.jobs.conftest import spec, three_managers, through
+from tests.unit.jobs.conftest import Stateless, provider, spec, three_managers, through
 
 pytestmark = pytest.mark.unit
 
@@ -83,6 +84,10 @@ class FakeStack:
     def export_stack(self) -> auto.Deployment:
         self.calls.append("export")
         return auto.Deployment(version=3, deployment=self.deployment)
+
+    def import_stack(self, state: auto.Deployment) -> None:
+        self.calls.append("import")
+        self.deployment = dict(state.deployment or {})
 
     def outputs(self) -> dict[str, auto.OutputValue]:
         self.calls.append("outputs")
@@ -310,7 +315,7 @@ def test_submit_queues_a_job_whose_gpus_are_held(
     api = FakeConfigs()
     monkeypatch.setattr(command, "leader_api", lambda _cfg: api)
 
-    class Stack:
+    class Stack(Stateless):
         def up(self, **_k: Any) -> Any:
             # What the queued form's `up` makes: the job's entry.
             api.create_config("dss-queue.exp1", b"{}", labels={"dss.queue.since": "1"})
@@ -577,12 +582,26 @@ def test_the_leaders_ssh_settings_come_from_the_stack_file() -> None:
     assert command.leader_ssh(cfg) == cfg.ssh_for(cfg.leader).props()
 
 
-def _submitted(project: Path, monkeypatch: pytest.MonkeyPatch, swarm: SwarmGpus, **kw: Any) -> Any:
+def _submitted(
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    swarm: SwarmGpus,
+    state: FakeStack | None = None,
+    **kw: Any,
+) -> Any:
     """submit `spec(project, **kw)` against a leader reporting `swarm`, with no engine
-    (an `up` that returns no outputs) and a lock that is always free; the stack file."""
+    (an `up` that returns no outputs; the job's state `state`, else none) and a lock that
+    is always free; the stack file."""
     monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: swarm)
 
-    class Stack:
+    class Stack(Stateless):
+        def export_stack(self) -> Any:
+            return state.export_stack() if state is not None else super().export_stack()
+
+        def import_stack(self, deployment: auto.Deployment) -> None:
+            assert state is not None, "a job with no state was moved"
+            state.import_stack(deployment)
+
         def up(self, **_k: Any) -> Any:
             return types.SimpleNamespace(outputs={})
 
@@ -632,6 +651,28 @@ def test_a_running_job_keeps_its_way_in(project: Path, monkeypatch: pytest.Monke
                            "lab-h2": [Holder("exp1-worker", "exp1", 2)]})  # fmt: skip
     _submitted(project, monkeypatch, held, hosts=["lab-h1", "lab-h2"])
     assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h2"
+
+
+def test_a_running_job_whose_manager_is_lost_moves_to_the_one_that_answers(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job holding GPUs whose file and state name lab-h2, which does not answer: this
+    submit (through lab-h3) moves its state to lab-h3 first (jobs/repoint.py), and its
+    file names lab-h3, so its `up` makes the provider its state now holds."""
+    three_managers(project)
+    command.write_job(spec(project, hosts=["lab-h1", "lab-h2"], manager="lab-h2"))
+    monkeypatch.setattr(command, "reached", through("lab-h3"))
+    monkeypatch.setattr(
+        repoint, "answers", lambda _c, h: "timed out" if h.name == "lab-h2" else None
+    )
+    state = FakeStack({"resources": [provider("exp1", "lab-h2")]})
+    held = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2},
+                     held={"lab-h1": [Holder("exp1-master", "exp1", 2)],
+                           "lab-h2": [Holder("exp1-worker", "exp1", 2)]})  # fmt: skip
+    _submitted(project, monkeypatch, held, state, hosts=["lab-h1", "lab-h2"])
+    assert state.calls == ["export", "import"]
+    assert state_manager(state.deployment, "exp1") == "lab-h3"
+    assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h3"
 
 
 def test_a_stopped_job_takes_the_manager_that_answers(

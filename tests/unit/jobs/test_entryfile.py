@@ -22,6 +22,7 @@ from infra.render.code import bundle, tar_bytes
 from jobs import command, entryfile, jobfile, queuerun, teardown
 from ops.project import ROOT
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
+from tests.unit.jobs.conftest import Stateless
 from tests.unit.jobs.test_queue import Ran
 
 pytestmark = pytest.mark.unit
@@ -294,7 +295,7 @@ def test_remove_takes_the_carried_code_unpacked_here(
     entryfile.write_from_entry("exp1", "c1", leader)
     removed: list[str] = []
 
-    class Stack:
+    class Stack(Stateless):
         workspace = types.SimpleNamespace(remove_stack=removed.append)
 
         def destroy(self, **_kw: Any) -> None:

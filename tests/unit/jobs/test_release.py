@@ -14,9 +14,9 @@ from pulumi.automation._cmd import CommandResult  # the SDK's own result: its er
 
 from infra.config import stack_file_values
 from infra.providers.fit import Holder, SwarmGpus
-from jobs import command, release
-from jobs.record import DOCKER_PROVIDER, state_hosts, state_manager
-from tests.unit.jobs.conftest import spec, three_managers
+from jobs import command, release, repoint
+from jobs.record import state_hosts, state_manager
+from tests.unit.jobs.conftest import provider, spec, three_managers
 from tests.unit.jobs.test_command import (
     BUDGET_SPENT,
     FAILED,
@@ -164,13 +164,6 @@ def test_a_job_with_no_file_here_is_released_from_its_stack(
     assert "job exp9: released; its GPUs are free" in lines
 
 
-def provider(job: str, manager: str, **extra: Any) -> dict[str, Any]:
-    """Job `job`'s cluster reference's docker provider to `manager`, as its state holds it."""
-    urn = f"urn:pulumi:{job}::deepspeed-swarm::deepspeed-swarm:clusterref:ClusterRef$"
-    return {"urn": f"{urn}pulumi:providers:docker::{job}-cluster-docker-{manager}",
-            "type": DOCKER_PROVIDER, **extra}  # fmt: skip
-
-
 def test_a_job_with_no_file_is_released_through_the_manager_its_state_names(
     project: Path, stacks: dict[str, Stack], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,6 +176,27 @@ def test_a_job_with_no_file_is_released_through_the_manager_its_state_names(
     assert release.release_ended("c1", holding("exp9"), out=lambda _l: None).jobs == ("exp9",)
     values = stack_file_values((project / "Pulumi.exp9.yaml").read_text())
     assert values["manager"] == "lab-h2" and stack.calls == ["refresh", "export", "up"]
+
+
+def test_a_job_whose_manager_is_lost_is_released_through_the_one_the_pass_reached(
+    project: Path, stacks: dict[str, Stack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its state went through lab-h1, which does not answer; the pass reached lab-h3: the
+    job's state moves there before its refresh (jobs/repoint.py), and its released file
+    names lab-h3, so its refresh and its `up` go through lab-h3."""
+    three_managers(project)
+    monkeypatch.setattr(
+        repoint, "answers", lambda _cfg, h: "timed out" if h.name == "lab-h1" else None
+    )
+    stacks["exp1"] = stack = Stack(project, "exp1", FAILED)
+    stack.deployment["resources"].append(provider("exp1", "lab-h1"))
+    way = command.cluster_settings("c1").model_copy(update={"manager": "lab-h3"})
+    done = release.release_ended("c1", holding("exp1"), out=lambda _l: None, way=way)
+    assert done.jobs == ("exp1",), done.problems
+    assert stack.calls == ["export", "import", "refresh", "export", "up"]
+    assert state_manager(stack.deployment, "exp1") == "lab-h3"
+    values = stack_file_values((project / "Pulumi.exp1.yaml").read_text())
+    assert values["manager"] == "lab-h3" and values["training"]["released"]["state"] == "failed"
 
 
 def test_the_manager_in_a_state_is_its_own_providers_not_a_deleted_one() -> None:

@@ -12,9 +12,10 @@ import pytest
 from infra.config import ConfigError, stack_file_values
 from infra.placement import Ask, HostSlot
 from infra.providers.fit import Holder, SwarmGpus
-from jobs import command, resize
+from jobs import command, repoint, resize
+from jobs.record import state_manager
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
-from tests.unit.jobs.conftest import spec
+from tests.unit.jobs.conftest import provider, spec, three_managers, through
 
 pytestmark = pytest.mark.unit
 
@@ -99,11 +100,18 @@ def running(project: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             },
         ),
         "ups": [],
+        "state": {},
     }
     monkeypatch.setattr(command, "read_swarm", lambda _ep, _ssh=None: seen["swarm"])
     monkeypatch.setattr(command, "submit_lock", lambda *_a, **_k: contextlib.nullcontext())
 
     class Stack:
+        def export_stack(self) -> Any:
+            return types.SimpleNamespace(version=3, deployment=seen["state"])
+
+        def import_stack(self, deployment: Any) -> None:
+            seen["state"] = dict(deployment.deployment)
+
         def up(self, **_k: Any) -> Any:
             path = project / "Pulumi.exp1.yaml"
             seen["ups"].append(stack_file_values(path.read_text())["training"])
@@ -120,6 +128,24 @@ def test_resize_shrinks_through_the_stack_file_and_up(running: dict[str, Any]) -
     ((t),) = running["ups"]
     assert (t["nodes"], t["hosts"], t["placement"]) == (1, ["lab-h1"], "planned")
     assert any("2 -> 1 node(s) (lab-h1)" in line for line in said), said
+
+
+def test_a_resize_whose_manager_is_lost_goes_through_the_one_that_answers(
+    running: dict[str, Any], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's state went through lab-h1, which does not answer; the resize reached
+    lab-h3: the state moves there first (jobs/repoint.py) and the resized file names
+    lab-h3."""
+    three_managers(project)
+    running["state"] = {"resources": [provider("exp1", "lab-h1")]}
+    monkeypatch.setattr(command, "reached", through("lab-h3"))
+    monkeypatch.setattr(
+        repoint, "answers", lambda _c, h: "timed out" if h.name == "lab-h1" else None
+    )
+    resize.resize("exp1", 1, out=lambda _l: None)
+    assert state_manager(running["state"], "exp1") == "lab-h3"
+    values = stack_file_values((project / "Pulumi.exp1.yaml").read_text())
+    assert (values["manager"], values["training"]["nodes"]) == ("lab-h3", 1)
 
 
 def test_a_shrink_the_config_refuses_writes_nothing(running: dict[str, Any], project: Path) -> None:

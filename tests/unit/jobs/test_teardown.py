@@ -11,7 +11,7 @@ import pytest
 from infra.config import ConfigError
 from jobs import command, teardown
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
-from tests.unit.jobs.conftest import spec, written
+from tests.unit.jobs.conftest import Stateless, spec, written
 from tests.unit.jobs.test_queue import entry, queued
 
 pytestmark = pytest.mark.unit
@@ -27,7 +27,7 @@ class Destroyed:
     def stack(self, name: str, _env: Any = None) -> Any:
         api = self.api
 
-        class Stack:
+        class Stack(Stateless):
             def destroy(self, **_k: Any) -> None:
                 if api is not None:
                     api.remove_config(api.configs({"name": f"dss-queue.{name}"})[0]["ID"])
