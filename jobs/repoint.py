@@ -131,27 +131,23 @@ def moved_state(
 
 
 def way_in(
-    stack: auto.Stack,
-    job: str,
-    cluster: StackConfig,
-    out: Callable[[str], Any],
+    stack: auto.Stack, job: str, cluster: StackConfig, out: Callable[[str], Any]
 ) -> str | None:
-    """The manager job `job` (its `stack`) goes through now, when its state must move to
-    it: `cluster` as reached (jobs/leader.py `reached`: its leader is the manager that
-    answered). None where nothing moves: the job has no state yet, its state's manager
-    is that one, or its state's manager answers (a job keeps its way in while it can).
-    Else its state moves there (`moved_state`), said through `out`. ConfigError: as
-    `moved_state` says."""
+    """The manager job `job`'s state (its `stack`'s) goes through, moved first to the
+    manager `cluster` was reached through (jobs/leader.py `reached`: its leader) when the
+    state's does not answer: moved (`moved_state`, said through `out`) only then, so a
+    job keeps its way in while it can. None: the job has no state naming one (never up,
+    or stopped). ConfigError: as `moved_state` says."""
     deployment = stack.export_stack()
     state: Mapping[str, Any] = deployment.deployment or {}
     was = state_manager(state, job)
     to = cluster.leader
     if was is None or was == to.name:
-        return None
+        return was
     lost = {h.name: h for h in cluster.hosts}.get(was)
     why = answers(cluster, lost) if lost is not None else "not a host of the cluster's file"
     if why is None:
-        return None
+        return was
     ssh = cluster.ssh_for(to) if to.docker_host.startswith("ssh://") else None
     lost_ep = endpoint(lost) if lost is not None else None
     moved = moved_state(state, job, was, lost_ep, to, provider_args(to, ssh))
@@ -166,15 +162,16 @@ def way_in(
 def moved_job(
     stack: auto.Stack, job: str, cluster: StackConfig | None, out: Callable[[str], Any]
 ) -> str | None:
-    """`way_in`, and where job `job`'s state moved, its file here (if any) names the
-    manager it moved to: the program then makes the provider its state holds (a file
-    naming the lost one would make another, and replace what it made). None: nothing
-    moved, or `cluster` is None (the caller did not reach the cluster: nothing is
-    probed)."""
+    """`way_in`, and job `job`'s file here (if any) names the manager its state goes
+    through: the program then makes the provider its state holds. A file naming
+    another (the lost one, or a checkout's file the state moved under) would make
+    another provider, and replace what the job's state holds. None: no state naming a
+    manager, or `cluster` is None (the caller did not reach the cluster: nothing is
+    read or probed)."""
     if cluster is None:
         return None
-    to = way_in(stack, job, cluster, out)
-    values = file_values(job) if to is not None else None
-    if to is not None and values is not None:
-        write_values(job, {**values, "manager": to})
-    return to
+    now = way_in(stack, job, cluster, out)
+    values = file_values(job) if now is not None else None
+    if values is not None and (values.get("manager") or cluster.managers[0].name) != now:
+        write_values(job, {**values, "manager": now})
+    return now

@@ -160,11 +160,11 @@ def _probe(lost: set[str], asked: list[str]) -> Any:
 
 def _kept(cluster: StackConfig, monkeypatch: pytest.MonkeyPatch, made: str) -> list[str]:
     """`way_in` of a job made through manager `made`, every manager answering: nothing
-    moves (None, no import); the managers it asked."""
+    moves (its state's manager, no import); the managers it asked."""
     asked: list[str] = []
     monkeypatch.setattr(repoint, "answers", _probe(set(), asked))
     stack = Exported(job_state(made, cluster))
-    assert repoint.way_in(stack, "exp1", cluster, print) is None  # type: ignore[arg-type]  # a fake stack
+    assert repoint.way_in(stack, "exp1", cluster, print) == made  # type: ignore[arg-type]  # a fake stack
     assert stack.calls == ["export"]
     return asked
 
@@ -200,6 +200,33 @@ def test_a_job_whose_manager_is_lost_moves_and_its_file_names_the_new_one(
         "timed out); its state now goes through manager lab-h3"
     ]
     assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h3"
+
+
+def test_a_file_naming_another_manager_than_the_state_is_written_to_the_states(
+    cluster: StackConfig, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file that names lab-h1 while the state goes through lab-h3 (moved from another
+    checkout): nothing moves, and the file names lab-h3, so this checkout's `up` makes
+    the provider the state holds instead of replacing it."""
+    command.write_job(spec(project, hosts=["lab-h1", "lab-h2"], manager="lab-h1"))
+    monkeypatch.setattr(repoint, "answers", _probe(set(), []))
+    stack = Exported(job_state("lab-h3", cluster))
+    assert repoint.moved_job(stack, "exp1", cluster, print) == "lab-h3"  # type: ignore[arg-type]  # a fake stack
+    assert stack.calls == ["export"]
+    assert stack_file_values((project / "Pulumi.exp1.yaml").read_text())["manager"] == "lab-h3"
+
+
+def test_a_file_going_through_the_states_manager_is_left_as_it_is(
+    cluster: StackConfig, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file with no `manager` (the cluster's first, lab-h1) and a state made through
+    lab-h1, which answers: the file is not written."""
+    command.write_job(spec(project, hosts=["lab-h1", "lab-h2"]))
+    before = (project / "Pulumi.exp1.yaml").read_text()
+    monkeypatch.setattr(repoint, "answers", _probe(set(), []))
+    stack = Exported(job_state("lab-h1", cluster))
+    assert repoint.moved_job(stack, "exp1", cluster, print) == "lab-h1"  # type: ignore[arg-type]  # a fake stack
+    assert (project / "Pulumi.exp1.yaml").read_text() == before
 
 
 def test_stop_of_a_job_whose_manager_is_lost_destroys_through_the_one_reached(
