@@ -169,8 +169,10 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
         entries = list_entries(api)
         adopt(spec.name, swarm, {e.job for e in entries}, env, out)
         # A running job whose manager is lost goes on through this one (its file then
-        # names it, which kept_manager reads): jobs/repoint.py.
-        moved_job(workspace_stack(spec.name, env), spec.name, cluster, out)
+        # names it, which kept_manager reads): jobs/repoint.py. Only with a file here: a
+        # stack selected with none gets one holding only the encryption salt.
+        if file_values(spec.name) is not None:
+            moved_job(workspace_stack(spec.name, env), spec.name, cluster, out)
         spec, adm = placed(spec, cluster, swarm, entries)
         spec = replace(spec, manager=kept_manager(spec.name, cluster, swarm))
         waits = adm is not None and adm.verdict(spec.name).state != "admitted"

@@ -39,10 +39,12 @@ def stop(name: str, env: Mapping[str, str] | None = None, out: command.Printer =
 
 
 def _settings(name: str) -> StackConfig | None:
-    """Job `name`'s settings from its file here; None: no file, or one that cannot be
-    read (its stop goes on all the same: its state says what to destroy)."""
+    """Job `name`'s settings from its file here; None: no file (or one holding only the
+    encryption salt), or one that is refused (its stop goes on all the same: its state
+    says what to destroy)."""
     try:
-        return command.job_settings(name)
+        values = command.file_values(name)
+        return command.parsed(name, values) if values is not None else None
     except (ConfigError, OSError):
         return None
 
