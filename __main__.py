@@ -14,7 +14,7 @@ from pathlib import Path
 import pulumi
 
 from infra import config
-from infra.components.clusterref import ClusterRef, ClusterRefArgs
+from infra.components.clusterref import ClusterRef, ClusterRefArgs, ref_name
 from infra.components.hostfacts import HostFacts, HostFactsArgs
 from infra.components.idleservices import ClusterServices, ClusterServicesArgs
 from infra.components.image import TrainingImage, TrainingImageArgs
@@ -51,7 +51,7 @@ secrets: ClusterSecrets | ClusterRef
 if cfg.kind == "job":
     assert cfg.cluster is not None  # the config's rules: a job names its cluster
     cluster = ClusterRef(
-        f"{stack}-cluster",
+        ref_name(stack),
         ClusterRefArgs(
             cfg.cluster,
             cfg.hosts,

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from infra.components.clusterref import provider_name
+from infra.components.clusterref import provider_name, ref_name
 from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, RUN_RECORD_SUFFIX, STACK_TYPE
 from infra.providers.fit import FIT_SUFFIX
 
@@ -96,7 +96,7 @@ def state_manager(deployment: Mapping[str, Any] | None, job: str) -> str | None:
     """The manager job `job`'s state went through: the host its cluster reference's
     docker provider is named for (infra/components/clusterref.py `provider_name`, the
     reference named `<job>-cluster` by __main__.py); None: no such provider."""
-    prefix = provider_name(f"{job}-cluster", "")
+    prefix = provider_name(ref_name(job), "")
     for name, res in _live(deployment):
         if res.get("type") == DOCKER_PROVIDER and name.startswith(prefix):
             return name.removeprefix(prefix)

@@ -12,8 +12,8 @@ through: those places in its state are written as the program makes them for tha
 manager (`provider_args`, `endpoint`, `provider_name`), then the job's file names it
 (`manager`). The next preview through it is then a no-op: no resource is replaced, no
 task restarts, and `stop`, the queue's release, a resize or any submit go on through
-it. The state is changed by the engine's own export and import; the backend keeps the
-state before as a backup, as it does for each update.
+it. The state is changed by the engine's own export and import; a file backend keeps
+the state before it (`<stack>.json.bak`) until the next update, as for each update.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from infra.components.clusterref import provider_name
+from infra.components.clusterref import provider_name, ref_name
 from infra.components.swarm import endpoint, provider_args
 from infra.config import ConfigError, Host, StackConfig
 from jobs.jobfile import file_values, write_values
@@ -35,11 +35,6 @@ from jobs.record import DOCKER_PROVIDER, state_manager
 _STATE_KEYS = {"host": "host", "ssh_opts": "sshOpts"}
 """A docker provider's arguments (`provider_args`) as its state holds them; the
 Python SDK writes a list as JSON text."""
-
-
-def ref_name(job: str) -> str:
-    """The name of job `job`'s cluster reference (__main__.py)."""
-    return f"{job}-cluster"
 
 
 def provider_state(args: Mapping[str, Any]) -> dict[str, str]:

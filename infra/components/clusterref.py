@@ -26,6 +26,12 @@ from infra.layout import CLUSTER_REF_TYPE, SSH_PRIVATE_KEY_FILE, SSH_PUBLIC_KEY_
 from infra.sshspec import SshSpec
 
 
+def ref_name(stack: str) -> str:
+    """The name of job stack `stack`'s cluster reference (__main__.py): the jobs command
+    reads a job's state by it (jobs/record.py, jobs/repoint.py)."""
+    return f"{stack}-cluster"
+
+
 def provider_name(ref: str, manager: str) -> str:
     """The name of the docker provider ClusterRef `ref` goes through to `manager`: in a
     job's state, it says which manager the job's services were made through
