@@ -9,11 +9,12 @@ services are in Raft, on every manager, and another manager may act for it.
 
 `way_in` moves a job whose manager does not answer to the manager the command went
 through: those places in its state are written as the program makes them for that
-manager (`provider_args`, `endpoint`, `provider_name`), then the job's file names it
-(`manager`). The next preview through it is then a no-op: no resource is replaced, no
-task restarts, and `stop`, the queue's release, a resize or any submit go on through
-it. The state is changed by the engine's own export and import; a file backend keeps
-the state before it (`<stack>.json.bak`) until the next update, as for each update.
+manager (`provider_args`, `endpoint`, `provider_name`). `moved_job`, which the commands
+call, then has the job's file here name the manager its state goes through (`manager`).
+The next preview through it is then a no-op: no resource is replaced, no task restarts,
+and `stop`, the queue's release, a resize or any submit go on through it. The state is
+changed by the engine's own export and import; a file backend keeps the state before
+it (`<stack>.json.bak`) until the next update, as for each update.
 """
 
 from __future__ import annotations
