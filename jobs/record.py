@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from infra.components.clusterref import provider_name, ref_name
+from infra.components.clusterref import provider_name, ref_name, reference_name
 from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, RUN_RECORD_SUFFIX, STACK_TYPE
 from infra.providers.fit import FIT_SUFFIX
 
@@ -27,6 +27,7 @@ def _plain(value: Any) -> Any:
 
 
 DOCKER_PROVIDER = "pulumi:providers:docker"
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
 
 _RUN_RECORD_TYPE = f"{LAUNCH_TYPE}${DYNAMIC_TYPE}"
 """The run record's type in its URN: a dynamic resource that is a child of the launch."""
@@ -114,4 +115,18 @@ def state_hosts(deployment: Mapping[str, Any] | None, job: str) -> list[str] | N
         fit = res.get("type") == DYNAMIC_TYPE and name.endswith(FIT_SUFFIX)
         if fit and inputs.get("job") == job and isinstance(hosts, list):
             return [str(h) for h in hosts]
+    return None
+
+
+def state_cluster(deployment: Mapping[str, Any] | None, job: str) -> str | None:
+    """The cluster stack job `job`'s state runs on: the last part of its cluster
+    reference's stack reference (`<org>/<project>/<cluster>`: infra/components/
+    clusterref.py `stack_path`), so a command with no file of the job here still knows
+    its cluster. None: no such reference (a job never up, or stopped)."""
+    want = reference_name(ref_name(job))
+    for name, res in _live(deployment):
+        if res.get("type") == STACK_REFERENCE and name == want:
+            path = (res.get("inputs") or {}).get("name") or res.get("id")
+            if isinstance(path, str) and path:
+                return path.rsplit("/", 1)[-1]
     return None

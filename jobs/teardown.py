@@ -14,11 +14,14 @@ import contextlib
 import shutil
 from collections.abc import Mapping
 
+from pulumi import automation as auto
+
 from infra.config import ConfigError, StackConfig
 from infra.providers.queue import list_entries
 from infra.providers.reach import last_line
 from jobs import command
 from jobs.queuemetrics import publish, waiters
+from jobs.record import state_cluster
 from jobs.repoint import moved_job
 
 
@@ -27,11 +30,12 @@ def stop(name: str, env: Mapping[str, str] | None = None, out: command.Printer =
     SIGTERM), then its services go. Its stack, stack file, checkpoints and logs stay,
     so `submit` again resumes it. A queued job leaves its cluster's queue (its entry
     goes), whose metrics are then written again (`left_queue`). A job whose manager
-    does not answer is first moved to the one that does (jobs/repoint.py)."""
+    does not answer is first moved to the one that does (jobs/repoint.py), also from a
+    checkout without its file: its cluster is then the one its state references."""
     cfg = _settings(name)
     waited = cfg.cluster if cfg is not None and cfg.queued else None
     stack = command.workspace_stack(name, env)
-    moved_job(stack, name, _reached(cfg, out), out)
+    moved_job(stack, name, _reached(_cluster(cfg, stack, name), out), out)
     stack.destroy(on_output=out, color="never")
     out(f"job {name}: stopped; its checkpoints and logs stay on the data dir")
     if waited is not None:
@@ -49,14 +53,23 @@ def _settings(name: str) -> StackConfig | None:
         return None
 
 
-def _reached(cfg: StackConfig | None, out: command.Printer) -> StackConfig | None:
-    """The cluster of a job's settings `cfg` through the first manager that answers;
-    None: no settings, or no manager answers (the destroy then fails on the job's own
-    manager, naming it)."""
-    if cfg is None or cfg.cluster is None:
+def _cluster(cfg: StackConfig | None, stack: auto.Stack, name: str) -> str | None:
+    """The cluster stack job `name` runs on: its settings' `cfg` (from its file here),
+    else the one its `stack`'s state references (jobs/record.py `state_cluster`: a job
+    started from another checkout, or whose file is refused). None: neither says one."""
+    if cfg is not None:
+        return cfg.cluster
+    return state_cluster(stack.export_stack().deployment, name)
+
+
+def _reached(cluster: str | None, out: command.Printer) -> StackConfig | None:
+    """Cluster stack `cluster` through the first manager that answers; None: no
+    cluster, or no manager answers (the destroy then fails on the job's own manager,
+    naming it), or its file here is refused."""
+    if cluster is None:
         return None
     try:
-        return command.cluster_reached(cfg.cluster, out)
+        return command.cluster_reached(cluster, out)
     except ConfigError:
         return None
 

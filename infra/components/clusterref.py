@@ -32,6 +32,12 @@ def ref_name(stack: str) -> str:
     return f"{stack}-cluster"
 
 
+def reference_name(ref: str) -> str:
+    """The name of ClusterRef `ref`'s stack reference: in a job's state, its input `name`
+    says which cluster stack the job runs on (jobs/record.py `state_cluster`)."""
+    return f"{ref}-stack"
+
+
 def provider_name(ref: str, manager: str) -> str:
     """The name of the docker provider ClusterRef `ref` goes through to `manager`: in a
     job's state, it says which manager the job's services were made through
@@ -94,7 +100,9 @@ class ClusterRef(pulumi.ComponentResource):
     ) -> None:
         super().__init__(CLUSTER_REF_TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.stack = pulumi.StackReference(f"{name}-stack", stack_path(args.cluster), opts=child)
+        self.stack = pulumi.StackReference(
+            reference_name(name), stack_path(args.cluster), opts=child
+        )
         leader = args.leader
         self.manager_provider = docker.Provider(
             provider_name(name, leader.name),

@@ -320,23 +320,29 @@ def test_a_job_moves_off_a_lost_manager_and_a_queued_one_starts_through_another(
     cluster's first manager (through which every job so far was made), is lost while X
     runs. X submitted again as it is moves its state to lab-h2 (jobs/repoint.py): its
     file names lab-h2, its services are the same (id and version), and its preview
-    through lab-h2 is a no-op. X is then stopped through lab-h2. One pass from lab-h2's
+    through lab-h2 is a no-op. W (the tutorial, 2 x 1 on lab-h7, lab-h8),
+    started as from another checkout (its file is not here), is stopped: its cluster is
+    the one its state references, and it moves to lab-h2 too before its services go. X is then
+    stopped through lab-h2. One pass from lab-h2's
     namespace finds lab-h1 silent, goes through lab-h2 (Raft kept the queue's entries
     and the lock on every manager), and starts Y through it: Y's file names lab-h2, Y
     trains, and its preview through lab-h2 is a no-op while lab-h1 is still lost. `job
     gpus` says on stderr that it read through lab-h2. A watch from lab-h2's namespace
     then says once that it goes through lab-h2, and its passes go on through it (which
     manager each pass asks first: the unit tests of jobs/queuewatch.py)."""
-    x, y = f"{JOB}-mx", f"{JOB}-my"
+    x, y, w = f"{JOB}-mx", f"{JOB}-my", f"{JOB}-mw"
     hosts = ", ".join(B_HOSTS[:2])
-    for name in (x, y):
+    for name in (x, y, w):
         clear_job_files(name)
+    w_text: str | None = None
     settings = command.cluster_settings(CLUSTER)
     second = settings.managers[1]
     via_second = settings.model_copy(update={"manager": second.name})
     cut = False
     try:
         _queued_behind(cluster, code, x, y)
+        job_cli(cluster, "submit", str(code), "--name", w, "--cluster", CLUSTER, "--hosts",
+                ",".join(B_HOSTS[2:]), "--gpus-per-node", "1", "--", *TUTORIAL_COMMAND)  # fmt: skip
         master = training_service_names(x)[0]
         before = command.leader_api(settings).inspect_service(master)
         subprocess.run(["ip", "link", "set", veth_name(1), "down"], check=True)
@@ -355,6 +361,16 @@ def test_a_job_moves_off_a_lost_manager_and_a_queued_one_starts_through_another(
             moved[-40:],
         )
         Pulumi(x, env=cluster.env).run("preview", "--expect-no-changes")
+        # W as a checkout without its file stops it (one whose pass did not start it).
+        w_text = command.stack_file(w).read_text()
+        command.stack_file(w).unlink()
+        stopped = job_cli(cluster, "stop", w).splitlines()
+        assert any(ln.startswith(f"job {w}: its manager lab-h1 does not answer (")
+                   and ln.endswith("its state now goes through manager lab-h2")
+                   for ln in stopped), stopped[-40:]  # fmt: skip
+        assert f"job {w}: stopped; its checkpoints and logs stay on the data dir" in stopped
+        w_master = training_service_names(w)[0]
+        assert command.leader_api(via_second).services(filters={"name": w_master}) == []
         job_cli(cluster, "stop", x)
         # A new Raft leader counts a node ready once its agent reports again (`unknown`
         # until then: no GPU of it is free to a pass). `job gpus` goes through lab-h2
@@ -395,18 +411,22 @@ def test_a_job_moves_off_a_lost_manager_and_a_queued_one_starts_through_another(
     finally:
         if cut:
             _rejoin(1)
-        for name in (y, x):
+        if w_text is not None:
+            command.stack_file(w).write_text(w_text)
+        for name in (y, x, w):
             remove_job(cluster, name)
     report["figure"] = (
         f"lab-h1 lost while {x} ran; {x} submitted again moved to lab-h2 (its services "
-        f"the same, its preview a no-op), then stopped; one pass from lab-h2 started {y} "
+        f"the same, its preview a no-op), then stopped; {w}, its file not here, moved "
+        f"by its stop; one pass from lab-h2 started {y} "
         "through lab-h2: "
         f"first step {to_step:.0f} s after the loss; {y}'s preview through lab-h2 a no-op; "
         f"a watch from lab-h2 made {passes} in {WATCH_S:.0f} s through lab-h2 (a probe of "
         f"the cut lab-h1 took {probe_s:.1f} s)"
     )
     report["command"] = (
-        f"ip link set {veth_name(1)} down; scripts/job submit {x} (as it was), stop {x}; "
+        f"ip link set {veth_name(1)} down; scripts/job submit {x} (as it was), stop {w} "
+        f"(its file not here), stop {x}; "
         f"in lab-h2's namespace: scripts/job queue {CLUSTER} --run, then --watch --every 1 "
         f"for {WATCH_S:.0f} s"
     )

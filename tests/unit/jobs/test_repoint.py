@@ -17,7 +17,7 @@ from infra.config import ConfigError, StackConfig, stack_file_values
 from infra.layout import CLUSTER_REF_TYPE, DYNAMIC_TYPE, STACK_TYPE
 from infra.render.ssh import docker_ssh_opts
 from jobs import command, repoint, teardown
-from jobs.record import DOCKER_PROVIDER, state_manager
+from jobs.record import DOCKER_PROVIDER, STACK_REFERENCE, state_manager
 from tests.unit.jobs.conftest import spec, three_managers
 
 pytestmark = pytest.mark.unit
@@ -28,8 +28,9 @@ SERVICE_TYPE = "docker:index/service:Service"
 
 def job_state(manager: str, cluster: StackConfig) -> dict[str, Any]:
     """Job exp1's state as `pulumi stack export` gives it, made through `manager`: its
-    cluster reference's provider (as the program makes it), a service made through it,
-    its GPU check holding the manager's endpoint, and a resource holding another host's."""
+    cluster reference's stack reference (to cluster c1) and provider (as the program
+    makes it), a service made through it, its GPU check holding the manager's endpoint,
+    and a resource holding another host's."""
     hosts = {h.name: h for h in cluster.hosts}
     host = hosts[manager]
     stack = f"{URN}{STACK_TYPE}::deepspeed-swarm-exp1"
@@ -41,11 +42,16 @@ def job_state(manager: str, cluster: StackConfig) -> dict[str, Any]:
     inputs = {"host": host.docker_host, "sshOpts": ssh_opts, "version": "5.1.0"}
     pid = "555a3e2f-99f7-4ab7-902a-fb7d35d2b381"
     master = f"{URN}{SERVICE_TYPE}::exp1-train-master"
+    # A stack reference is read, not made: the engine keeps it as an external resource.
+    path = "organization/deepspeed-swarm/c1"
     return {
         "manifest": {},
         "resources": [
             {"urn": stack, "type": STACK_TYPE, "custom": False},
             {"urn": ref, "type": CLUSTER_REF_TYPE, "parent": stack},
+            {"urn": f"{URN}{CLUSTER_REF_TYPE}${STACK_REFERENCE}::exp1-cluster-stack",
+             "type": STACK_REFERENCE, "custom": True, "external": True, "id": path,
+             "parent": ref, "inputs": {"name": path}, "outputs": {"name": path}},
             {"urn": provider, "type": DOCKER_PROVIDER, "custom": True, "id": pid,
              "parent": ref, "inputs": dict(inputs), "outputs": dict(inputs)},
             {"urn": master, "type": SERVICE_TYPE, "custom": True, "id": "svc1",
@@ -240,3 +246,27 @@ def test_stop_of_a_job_whose_manager_is_lost_destroys_through_the_one_reached(
     monkeypatch.setattr(command, "workspace_stack", lambda _n, _e=None: stack)
     teardown.stop("exp1", out=lambda _line: None)
     assert stack.calls == ["export", "import", "destroy through lab-h3"]
+
+
+def test_stop_of_a_job_whose_file_is_not_here_moves_it_through_its_states_cluster(
+    cluster: StackConfig, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`job stop` in a checkout without the job's file (one started by another
+    checkout's pass): its cluster is the one its state references (c1), reached through
+    lab-h3; the state moves there before its destroy, said as for a job with a file."""
+    monkeypatch.setattr(repoint, "answers", _probe({"lab-h1"}, []))
+    reached: list[str | None] = []
+
+    def through_h3(cfg: StackConfig, *_a: Any, **_k: Any) -> StackConfig:
+        reached.append(cfg.cluster)
+        return cluster
+
+    monkeypatch.setattr(command, "reached", through_h3)
+    stack = Exported(job_state("lab-h1", cluster))
+    monkeypatch.setattr(command, "workspace_stack", lambda _n, _e=None: stack)
+    said: list[str] = []
+    teardown.stop("exp1", out=said.append)
+    assert reached == ["c1"]
+    assert stack.calls == ["export", "export", "import", "destroy through lab-h3"]
+    assert said[0].startswith("job exp1: its manager lab-h1 does not answer ("), said
+    assert not (project / "Pulumi.exp1.yaml").exists()
