@@ -143,8 +143,13 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             command.submit(spec)
         elif a.op == "list":
-            for line in command.list_lines(command.list_jobs(refresh=a.refresh)):
+            listed = command.list_jobs(refresh=a.refresh)
+            for line in command.list_lines(listed):
                 print(line)
+            if unread := [r.name for r in listed if r.unread]:
+                print(f"job list --refresh: not read now: {', '.join(unread)} (the reasons "
+                      "above)", file=sys.stderr)  # fmt: skip
+                return 1
         elif a.op == "gpus":
             rows = command.cluster_gpus(a.cluster, _aside)
             print(command.GPU_HEADER)

@@ -61,7 +61,7 @@ from jobs.master import task_address as task_address
 from jobs.placement import queued_hosts, started_elsewhere
 from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish
-from jobs.record import exported_run, read_record, read_state, state_hosts, state_manager
+from jobs.record import exported_run, listed_record, read_state, state_hosts, state_manager
 from jobs.record import run_record as run_record
 from jobs.repoint import moved_job
 from jobs.table import GPU_HEADER as GPU_HEADER
@@ -70,7 +70,7 @@ from jobs.table import GpuRow as GpuRow
 from jobs.table import JobRow as JobRow
 from jobs.table import gpus as gpus
 from jobs.table import list_lines as list_lines
-from jobs.table import released_row
+from jobs.table import released_row, unread_row
 from ops.project import ROOT
 
 Printer = Callable[[str], Any]
@@ -295,7 +295,8 @@ def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> li
     the hosts now; the record's step where none is logged), and its GPUs; a released
     job's state, step and reason are its file's verdict, nothing asked. The stack's
     `run` output is not read: only an `up` computes it, so after a refresh it still says
-    what the last `up` saw (a run whose budget was spent since read `running`)."""
+    what the last `up` saw (a run whose budget was spent since read `running`). A job
+    whose refresh fails is listed `unknown`, saying why (`listed_record`, `unread_row`)."""
     rows = []
     queues: dict[str, Any] = {}
     for name in job_names():
@@ -307,20 +308,19 @@ def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> li
         if cfg.training.released is not None:  # its run ended: the verdict its file keeps
             rows.append(released_row(name, cfg, cfg.training.released))
             continue
-        record = read_record(workspace_stack(name, env), refresh)
+        record, unread = listed_record(workspace_stack(name, env), name, refresh)
         run = record or {}
         metrics = last_metrics(cfg) if record is not None else {}
-        rows.append(
-            JobRow(
-                name=name,
-                cluster=cfg.cluster or "",
-                state="stopped" if record is None else str(run.get("state") or "unknown"),
-                step=metrics.get("step", run.get("step")),
-                loss=metrics.get("loss"),
-                gpus=gpus(cfg),
-                reason=str(run.get("reason") or ""),
-            )
+        row = JobRow(
+            name=name,
+            cluster=cfg.cluster or "",
+            state="stopped" if record is None else str(run.get("state") or "unknown"),
+            step=metrics.get("step", run.get("step")),
+            loss=metrics.get("loss"),
+            gpus=gpus(cfg),
+            reason=str(run.get("reason") or ""),
         )
+        rows.append(unread_row(row, unread) if unread else row)
     return rows
 
 

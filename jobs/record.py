@@ -11,9 +11,12 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from pulumi import automation as auto
+
 from infra.components.clusterref import provider_name, ref_name, reference_name
 from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, RUN_RECORD_SUFFIX, STACK_TYPE
 from infra.providers.fit import FIT_SUFFIX
+from jobs.table import failure_words
 
 # How the engine writes a secret value in a state it exports with --show-secrets.
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -76,6 +79,20 @@ def read_record(stack: Any, refresh: bool = False) -> dict[str, Any] | None:
     """Job stack `stack`'s run record in its state (`read_state`). None as `run_record`
     says."""
     return run_record(read_state(stack, refresh))
+
+
+def listed_record(stack: Any, job: str, refresh: bool) -> tuple[dict[str, Any] | None, str]:
+    """Job `job`'s run record for `job list` (`read_record` of its `stack`), and why it
+    is not read now: empty, or, when the refresh asked for failed (its manager or a
+    host not reached), the manager its state goes through and the engine's words, the
+    record then as the last `up` or refresh left it. One job's failed refresh does not
+    keep the others from being listed."""
+    try:
+        return read_record(stack, refresh), ""
+    except auto.CommandError as e:
+        deployment = read_state(stack)
+        how = f"through manager {m}" if (m := state_manager(deployment, job)) else "its refresh"
+        return run_record(deployment), f"not read now ({how}): {failure_words(e)}"
 
 
 def exported_run(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ job holds. Pure; jobs/command.py reads what goes in the rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infra.config import ConfigError, StackConfig
 from infra.config.models.job import Released
@@ -25,6 +25,9 @@ class JobRow:
     gpus: str
     reason: str = ""
     """Why the run is failed, stalled or unknown, as its record says; empty otherwise."""
+    unread: bool = False
+    """True: the refresh asked for failed for this job (`unread_row`): `job list` exits
+    1 after printing every row."""
 
     def line(self) -> str:
         step = "-" if self.step is None else str(self.step)
@@ -32,6 +35,13 @@ class JobRow:
         return (
             f"{self.name:<20} {self.cluster:<16} {self.state:<10} {step:>8} {loss:>8}  {self.gpus}"
         )
+
+
+def unread_row(row: JobRow, why: str) -> JobRow:
+    """`row` of a job whose refresh failed (`why`, naming the manager it went through):
+    its state `unknown`, its reason `why` and what its record said as last read."""
+    last = f"{row.state}: {row.reason}" if row.reason else row.state
+    return replace(row, state="unknown", reason=f"{why}; as last read: {last}", unread=True)
 
 
 RELEASED_WORDS = "released: its services are gone, its checkpoints and logs stay"

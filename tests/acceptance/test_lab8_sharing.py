@@ -320,7 +320,8 @@ def test_a_job_moves_off_a_lost_manager_and_a_queued_one_starts_through_another(
     cluster's first manager (through which every job so far was made), is lost while X
     runs. X submitted again as it is moves its state to lab-h2 (jobs/repoint.py): its
     file names lab-h2, its services are the same (id and version), and its preview
-    through lab-h2 is a no-op. W (the tutorial, 2 x 1 on lab-h7, lab-h8),
+    through lab-h2 is a no-op (before that, `job list --refresh` lists X and W
+    `unknown`, naming lab-h1, and exits 1). W (the tutorial, 2 x 1 on lab-h7, lab-h8),
     started as from another checkout (its file is not here), is stopped: its cluster is
     the one its state references, and it moves to lab-h2 too before its services go. X is then
     stopped through lab-h2. One pass from lab-h2's
@@ -350,6 +351,21 @@ def test_a_job_moves_off_a_lost_manager_and_a_queued_one_starts_through_another(
         # Raft elects a leader among lab-h2 and lab-h3 (a few seconds).
         wait_for("lab-h2 answering as a manager",
                  lambda: leader.answers(settings, second) is None, 300, 1)  # fmt: skip
+        # `job list --refresh` reads each job through its state's manager: X and W are
+        # not read now (`unknown`, naming lab-h1), the others are listed, and it exits 1.
+        listing = subprocess.run(
+            [JOB_SCRIPT, "list", "--refresh"],
+            env=cluster.env, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        cluster.record(listing.stdout, listing.stderr)
+        listed = listing.stdout.splitlines()
+        assert listing.returncode == 1, (listed[-40:], listing.stderr[-3000:])
+        for name in (x, w):
+            why = f"{name} unknown: not read now (through manager lab-h1): "
+            assert any(ln.startswith(why) for ln in listed), listed[-40:]
+        assert any(ln.split()[:1] == [y] for ln in listed), listed[-40:]
+        unread = listing.stderr.removeprefix("job list --refresh: not read now: ")
+        assert {x, w} <= set(unread.split(" (")[0].split(", ")), listing.stderr[-3000:]
         moved = job_cli(cluster, *_holder(code, x)).splitlines()
         assert any(ln.startswith(f"job {x}: its manager lab-h1 does not answer (")
                    and ln.endswith("its state now goes through manager lab-h2")

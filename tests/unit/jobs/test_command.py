@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from pulumi import automation as auto
+from pulumi.automation._cmd import CommandResult
 
 from infra.config import ConfigError, StackConfig, stack_file_values, stack_file_yaml
 from infra.layout import DYNAMIC_TYPE, LAUNCH_TYPE, STACK_TYPE
@@ -489,6 +490,53 @@ def test_refreshed_running_run_lists_running(listed: dict[str, Any]) -> None:
     listed["metrics"] = {"step": 42, "loss": 2.5}
     (row,) = command.list_jobs(refresh=True)
     assert (row.state, row.reason, row.step, row.loss) == ("running", "", 42, 2.5), row
+
+
+class Unreachable(FakeStack):
+    """A job stack whose refresh fails as the engine's does when its manager is lost."""
+
+    def refresh(self, **_kw: Any) -> None:
+        self.calls.append("refresh")
+        stderr = "error: preview failed\nerror: cannot connect to ssh://root@10.213.0.11\n"
+        raise auto.CommandError(CommandResult("Refreshing (exp1)\n", stderr, 255))
+
+
+def test_a_job_whose_refresh_fails_lists_unknown_naming_its_manager(
+    listed: dict[str, Any],
+) -> None:
+    """`list --refresh` of a job whose manager is lost: its row says `unknown`, the
+    manager its state goes through, the engine's words and the run as last read; it
+    does not fail the listing."""
+    state = job_state(RUNNING)
+    state["resources"].append(provider("exp1", "lab-h1"))
+    listed["stack"] = stack = Unreachable(state)
+    (row,) = command.list_jobs(refresh=True)
+    assert (row.state, row.unread) == ("unknown", True), row
+    assert row.reason == (
+        "not read now (through manager lab-h1): error: preview failed; error: cannot "
+        "connect to ssh://root@10.213.0.11; as last read: running"
+    )
+    assert stack.calls == ["refresh", "export"], stack.calls
+
+
+def test_list_refresh_prints_every_row_and_fails_when_one_is_not_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`scripts/job list --refresh` with a job not read now: every row and reason on
+    stdout, the jobs not read named on stderr, exit status 1."""
+    from jobs import __main__ as cli
+
+    rows = [
+        command.JobRow("exp1", "c1", "unknown", 3, None, "2 x 1 cpu", "not read now", True),
+        command.JobRow("exp2", "c1", "running", 42, 2.5, "2 x 1 cpu"),
+    ]
+    monkeypatch.setattr(command, "list_jobs", lambda refresh: rows)
+    assert cli.main(["list", "--refresh"]) == 1
+    said = capsys.readouterr()
+    assert said.out.splitlines() == [
+        command.HEADER, rows[0].line(), rows[1].line(), "", "exp1 unknown: not read now"
+    ]  # fmt: skip
+    assert said.err == "job list --refresh: not read now: exp1 (the reasons above)\n"
 
 
 def test_list_without_refresh_reads_the_record_as_it_is(listed: dict[str, Any]) -> None:

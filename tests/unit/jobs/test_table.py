@@ -1,4 +1,4 @@
-"""jobs.table: a released job's row, and a failure said in one line."""
+"""jobs.table: a released job's row, a row not read now, and a failure said in one line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pulumi.automation._cmd import CommandResult
 
 from infra.config import ConfigError
 from jobs import command
-from jobs.table import RELEASED_WORDS, failure_words, list_lines, released_row
+from jobs.table import RELEASED_WORDS, JobRow, failure_words, list_lines, released_row, unread_row
 from tests.unit.jobs.conftest import spec
 
 pytestmark = pytest.mark.unit
@@ -42,4 +42,18 @@ def test_failure_words_of_a_failed_up_are_its_error_lines() -> None:
 def test_failure_words_of_another_error_is_its_last_line() -> None:
     assert failure_words(OSError("connect\nssh 10.0.0.1: connection refused")) == (
         "ssh 10.0.0.1: connection refused"
+    )
+
+
+def test_a_row_not_read_now_is_unknown_and_keeps_what_was_last_read() -> None:
+    """A job whose refresh failed: `unknown`, its reason why and its record's state and
+    reason as last read; its step and GPUs as they were."""
+    row = JobRow("exp1", "c1", "failed", 7, None, "2 x 1 cpu", "node 1 exited 1")
+    unread = unread_row(row, "not read now (through manager lab-h1): error: no route")
+    assert (unread.state, unread.step, unread.gpus, unread.unread) == (
+        "unknown", 7, "2 x 1 cpu", True
+    )  # fmt: skip
+    assert unread.reason == (
+        "not read now (through manager lab-h1): error: no route; as last read: failed: "
+        "node 1 exited 1"
     )
