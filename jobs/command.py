@@ -61,7 +61,7 @@ from jobs.master import task_address as task_address
 from jobs.placement import queued_hosts, started_elsewhere
 from jobs.queue import queued_row, record, revision, waiting_words
 from jobs.queuemetrics import publish
-from jobs.record import exported_run, listed_record, read_state, state_hosts, state_manager
+from jobs.record import exported_run, listed_record, listed_state, state_hosts, state_manager
 from jobs.record import run_record as run_record
 from jobs.repoint import moved_job
 from jobs.table import GPU_HEADER as GPU_HEADER
@@ -326,17 +326,18 @@ def list_jobs(env: Mapping[str, str] | None = None, refresh: bool = False) -> li
 
 def started_run(
     name: str, env: Mapping[str, str] | None = None, refresh: bool = False
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, str]:
     """The run in job `name`'s stack, for a job whose file here is queued with no entry
     on the leader (a pass from another checkout started it): its run record
-    (`read_record`), or the verdict a released job's stack exports. None: no such stack
-    (none is made), or a state with neither (its entry was lost, or it was stopped)."""
+    (`read_record`), or the verdict a released job's stack exports; and why it is not
+    read now (`listed_state`: its refresh failed). None: no such stack (none is made),
+    or a state with neither (its entry was lost, or it was stopped)."""
     try:
         stack = existing_stack(name, env)
     except auto.StackNotFoundError:
-        return None
-    deployment = read_state(stack, refresh)
-    return run_record(deployment) or exported_run(deployment)
+        return None, ""
+    deployment, why = listed_state(stack, name, refresh)
+    return run_record(deployment) or exported_run(deployment), why
 
 
 def logs(

@@ -26,7 +26,7 @@ from infra.placement import Ask
 from infra.providers.fit import SwarmGpus
 from infra.providers.hostops import HostError
 from infra.providers.queue import RESERVED_BEFORE, Entry, entry_name, list_entries, set_labels
-from jobs.table import JobRow, gpus
+from jobs.table import JobRow, gpus, unread_row
 
 QUEUE_HEADER = (
     f"{'POS':>3} {'JOB':<20} {'PRIO':>4} {'WAITED':>7} {'ASK':<14} {'STATE':<9} HOSTS OR REASON"
@@ -179,14 +179,15 @@ def queued_row(
     cfg: StackConfig,
     cache: dict[str, Mapping[str, Entry] | str],
     api_of: Callable[[StackConfig], Any],
-    started: Callable[[], Mapping[str, Any] | None] = lambda: None,
+    started: Callable[[], tuple[Mapping[str, Any] | None, str]] = lambda: (None, ""),
 ) -> JobRow:
     """`job list`'s row of a queued job (`training.queued`): its entry's state, and its
     place and reason under the table. `cache`: the entries per cluster read so far (or
     why they could not be read), so each cluster's leader is asked once. With no entry,
-    `started()` is asked for the run record in the job's stack (None: none): a pass from
-    another checkout started the job (jobs/entryfile.py), so the row is its run's state
-    and step, while this checkout's file still says queued."""
+    `started()` is asked for the run record in the job's stack (None: none) and why it
+    is not read now (jobs/record.py `listed_state`; the row is then `unread_row`'s): a
+    pass from another checkout started the job (jobs/entryfile.py), so the row is its
+    run's state and step, while this checkout's file still says queued."""
     cluster = cfg.cluster or ""
     if cluster not in cache:
         try:
@@ -194,11 +195,11 @@ def queued_row(
         except (ConfigError, HostError) as err:
             cache[cluster] = str(err)
     found = cache[cluster]
-    step = None
+    step, unread = None, ""
     if isinstance(found, str):
         state, reason = "queued", found
     elif name not in found:
-        run = started()
+        run, unread = started()
         if run is not None:
             state, step = str(run.get("state") or "unknown"), run.get("step")
             reason = (
@@ -216,4 +217,5 @@ def queued_row(
         e = found[name]
         state = e.state
         reason = waiting_words(name, cluster, state, e.position, e.reason).split(": ", 1)[1]
-    return JobRow(name, cluster, state, step, None, gpus(cfg), reason)
+    row = JobRow(name, cluster, state, step, None, gpus(cfg), reason)
+    return unread_row(row, unread) if unread else row

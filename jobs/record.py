@@ -81,18 +81,24 @@ def read_record(stack: Any, refresh: bool = False) -> dict[str, Any] | None:
     return run_record(read_state(stack, refresh))
 
 
-def listed_record(stack: Any, job: str, refresh: bool) -> tuple[dict[str, Any] | None, str]:
-    """Job `job`'s run record for `job list` (`read_record` of its `stack`), and why it
-    is not read now: empty, or, when the refresh asked for failed (its manager or a
-    host not reached), the manager its state goes through and the engine's words, the
-    record then as the last `up` or refresh left it. One job's failed refresh does not
-    keep the others from being listed."""
+def listed_state(stack: Any, job: str, refresh: bool) -> tuple[Mapping[str, Any] | None, str]:
+    """Job `job`'s state for `job list` (`read_state` of its `stack`), and why it is not
+    read now: empty, or, when the refresh asked for failed (its manager or a host not
+    reached), the manager its state goes through and the engine's words, the state
+    then as the last `up` or refresh left it. One job's failed refresh does not keep
+    the others from being listed."""
     try:
-        return read_record(stack, refresh), ""
+        return read_state(stack, refresh), ""
     except auto.CommandError as e:
         deployment = read_state(stack)
         how = f"through manager {m}" if (m := state_manager(deployment, job)) else "its refresh"
-        return run_record(deployment), f"not read now ({how}): {failure_words(e)}"
+        return deployment, f"not read now ({how}): {failure_words(e)}"
+
+
+def listed_record(stack: Any, job: str, refresh: bool) -> tuple[dict[str, Any] | None, str]:
+    """`listed_state`'s run record (`run_record`) and why it is not read now."""
+    deployment, why = listed_state(stack, job, refresh)
+    return run_record(deployment), why
 
 
 def exported_run(deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -22,8 +22,8 @@ from jobs import command, leader, queuerun
 from jobs import queue as jq
 from jobs.record import exported_run
 from tests.unit.infra.providers.fakeconfigs import FakeConfigs
-from tests.unit.jobs.conftest import spec, three_managers, through
-from tests.unit.jobs.test_command import FakeStack, job_state
+from tests.unit.jobs.conftest import provider, spec, three_managers, through
+from tests.unit.jobs.test_command import FakeStack, Unreachable, job_state
 
 pytestmark = pytest.mark.unit
 
@@ -120,6 +120,25 @@ def test_list_of_a_queued_job_started_from_another_checkout_reads_its_run(
     assert (row.state, row.step) == ("running", 40) and stack.calls == ["refresh", "export"]
     assert row.reason.startswith("started by a pass from another checkout; its file here")
     assert "submit it again here to take it over" in row.reason
+
+
+def test_list_of_a_queued_job_started_elsewhere_whose_refresh_fails_says_why(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started by a pass from another checkout, its manager lost: `list --refresh` lists
+    it `unknown`, naming the manager its state goes through, and its run as last read;
+    the listing goes on."""
+    command.write_job(spec(project, extra={"queued": {}}))
+    state = job_state({"state": "running", "reason": "", "step": 40})
+    state["resources"].append(provider("exp1", "lab-h1"))
+    monkeypatch.setattr(command, "existing_stack", lambda _name, _env=None: Unreachable(state))
+    (row,) = command.list_jobs(refresh=True)
+    assert (row.state, row.step, row.unread) == ("unknown", 40, True), row
+    assert row.reason.startswith(
+        "not read now (through manager lab-h1): error: preview failed; error: cannot "
+        "connect to ssh://root@10.213.0.11; as last read: running: started by a pass from "
+        "another checkout"
+    ), row.reason
 
 
 def test_list_of_a_queued_job_released_elsewhere_reads_its_verdict(
