@@ -127,14 +127,19 @@ def moved_state(
 
 
 def way_in(
-    stack: auto.Stack, job: str, cluster: StackConfig, out: Callable[[str], Any]
+    stack: auto.Stack,
+    job: str,
+    cluster: StackConfig,
+    out: Callable[[str], Any],
+    exported: auto.Deployment | None = None,
 ) -> str | None:
-    """The manager job `job`'s state (its `stack`'s) goes through, moved first to the
-    manager `cluster` was reached through (jobs/leader.py `reached`: its leader) when the
-    state's does not answer: moved (`moved_state`, said through `out`) only then, so a
-    job keeps its way in while it can. None: the job has no state naming one (never up,
-    or stopped). ConfigError: as `moved_state` says."""
-    deployment = stack.export_stack()
+    """The manager job `job`'s state (its `stack`'s; `exported`: its export, when the
+    caller has it already) goes through, moved first to the manager `cluster` was
+    reached through (jobs/leader.py `reached`: its leader) when the state's does not
+    answer: moved (`moved_state`, said through `out`) only then, so a job keeps its way
+    in while it can. None: the job has no state naming one (never up, or stopped).
+    ConfigError: as `moved_state` says."""
+    deployment = exported or stack.export_stack()
     state: Mapping[str, Any] = deployment.deployment or {}
     was = state_manager(state, job)
     to = cluster.leader
@@ -156,7 +161,11 @@ def way_in(
 
 
 def moved_job(
-    stack: auto.Stack, job: str, cluster: StackConfig | None, out: Callable[[str], Any]
+    stack: auto.Stack,
+    job: str,
+    cluster: StackConfig | None,
+    out: Callable[[str], Any],
+    exported: auto.Deployment | None = None,
 ) -> str | None:
     """`way_in`, and job `job`'s file here (if any) names the manager its state goes
     through: the program then makes the provider its state holds. A file naming
@@ -166,7 +175,7 @@ def moved_job(
     read or probed)."""
     if cluster is None:
         return None
-    now = way_in(stack, job, cluster, out)
+    now = way_in(stack, job, cluster, out, exported)
     values = file_values(job) if now is not None else None
     if values is not None and (values.get("manager") or cluster.managers[0].name) != now:
         write_values(job, {**values, "manager": now})

@@ -14,8 +14,6 @@ import contextlib
 import shutil
 from collections.abc import Mapping
 
-from pulumi import automation as auto
-
 from infra.config import ConfigError, StackConfig
 from infra.providers.queue import list_entries
 from infra.providers.reach import last_line
@@ -35,7 +33,14 @@ def stop(name: str, env: Mapping[str, str] | None = None, out: command.Printer =
     cfg = _settings(name)
     waited = cfg.cluster if cfg is not None and cfg.queued else None
     stack = command.workspace_stack(name, env)
-    moved_job(stack, name, _reached(_cluster(cfg, stack, name), out), out)
+    # With no file here, its cluster is the one its state references; that export is
+    # the one the move reads.
+    exported = None
+    cluster = cfg.cluster if cfg is not None else None
+    if cfg is None:
+        exported = stack.export_stack()
+        cluster = state_cluster(exported.deployment, name)
+    moved_job(stack, name, _reached(cluster, out), out, exported)
     stack.destroy(on_output=out, color="never")
     out(f"job {name}: stopped; its checkpoints and logs stay on the data dir")
     if waited is not None:
@@ -51,15 +56,6 @@ def _settings(name: str) -> StackConfig | None:
         return command.parsed(name, values) if values is not None else None
     except (ConfigError, OSError):
         return None
-
-
-def _cluster(cfg: StackConfig | None, stack: auto.Stack, name: str) -> str | None:
-    """The cluster stack job `name` runs on: its settings' `cfg` (from its file here),
-    else the one its `stack`'s state references (jobs/record.py `state_cluster`: a job
-    started from another checkout, or whose file is refused). None: neither says one."""
-    if cfg is not None:
-        return cfg.cluster
-    return state_cluster(stack.export_stack().deployment, name)
 
 
 def _reached(cluster: str | None, out: command.Printer) -> StackConfig | None:
