@@ -28,7 +28,14 @@ from pulumi import automation as auto
 
 from infra.admission import Admission
 from infra.components.swarm import endpoint
-from infra.config import ConfigError, StackConfig, Training, parse_job, stack_file_values
+from infra.config import (
+    ConfigError,
+    StackConfig,
+    Training,
+    parse_job,
+    stack_file_values,
+    world_size_problems,
+)
 from infra.config import job_names as config_job_names
 from infra.config.jobs import job_config
 from infra.layout import training_service_names
@@ -38,7 +45,7 @@ from infra.providers.queue import Entry, list_entries
 from jobs.jobfile import JobSpec as JobSpec
 from jobs.jobfile import carried_code as carried_code
 from jobs.jobfile import file_values as file_values
-from jobs.jobfile import full_values
+from jobs.jobfile import full_values, ran_settings
 from jobs.jobfile import job_settings as job_settings
 from jobs.jobfile import job_values as job_values
 from jobs.jobfile import kept_manager as kept_manager
@@ -162,6 +169,7 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
     (jobs/placement.py `queued_hosts`); admitted, its full form; else its queued form
     (`training.queued`: its entry, no GPU), its place and reason printed and written
     into the entries. Nothing is written when the config is refused."""
+    ran = ran_settings(spec.name)
     cluster = cluster_reached(spec.cluster, out)
     with cluster_lock(cluster, holder_name(spec.name), out):
         swarm = leader_gpus(cluster)
@@ -178,8 +186,13 @@ def submit(spec: JobSpec, env: Mapping[str, str] | None = None, out: Printer = p
         waits = adm is not None and adm.verdict(spec.name).state != "admitted"
         if waits:
             spec = replace(spec, extra={**spec.extra, "queued": {"revision": revision(ROOT)}})
-        else:
-            check_gpus(parse_job(spec.values(), spec.name, ROOT), swarm)
+        new = parse_job(spec.values(), spec.name, ROOT)
+        if ran is not None:  # its run's checkpoints were saved at its world size then
+            resumes = world_size_problems(new.training, ran.world_size, new.world_size)
+            if resumes:
+                raise ConfigError([f"job {spec.name!r}: {p}" for p in resumes])
+        if not waits:
+            check_gpus(new, swarm)
         path = write_job(spec)
         out(f"job {spec.name}: {path.name} written; pulumi up on cluster {spec.cluster}")
         # The outputs `up` read already: reading them again is two more CLI calls.

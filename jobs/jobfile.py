@@ -116,6 +116,18 @@ def job_settings(name: str) -> StackConfig:
     return parse_job(stack_file_values(stack_file(name).read_text()), name, ROOT)
 
 
+def ran_settings(name: str) -> StackConfig | None:
+    """Job `name`'s config as its file here says it ran (or runs): None when it has no
+    file, a queued one (it never ran from here) or one the rules refuse now."""
+    if file_values(name) is None:
+        return None
+    try:
+        cfg = job_settings(name)
+    except ConfigError:
+        return None
+    return None if cfg.queued else cfg
+
+
 def job_values(cluster: Any, training: Mapping[str, Any], manager: Any = None) -> dict[str, Any]:
     """A job stack file's values: its cluster, its `training`, and its `manager` when
     it has one (a job without one goes through its cluster's first manager)."""

@@ -17,7 +17,11 @@ The `up` replaces the workers (their constraints or replica count changed), the 
 changes, and the launch stops the run (SIGTERM: the ranks checkpoint) and relaunches it
 at the new world size. The project's train.py re-shards the newest checkpoint through
 DeepSpeed's universal checkpoint (`--on-resize universal`, its default); a command's
-own script loads its checkpoint itself (docs/jobs.md).
+own script loads its checkpoint itself: where its DeepSpeed config loads universal
+checkpoints, each start first makes the newest one universal (infra/task/universal.py);
+where it partitions the optimizer state (ZeRO) without that, the resize is refused, as
+the script's load would fail at the new size (infra/config/resume.py
+`world_size_problems`; docs/jobs.md).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra.config import ConfigError, stack_file_values
+from infra.config import ConfigError, stack_file_values, world_size_problems
 from infra.config.rules.placement import host_slots
 from infra.layout import training_service_names
 from infra.placement import NODES_KEY, Ask, HostSlot, Placement, plan
@@ -104,6 +108,11 @@ def resize(
     if nodes == len(before):
         out(f"job {name}: already on {nodes} node(s) ({', '.join(before)}); nothing to do")
         return {}
+    # A script whose ZeRO checkpoints load only at their world size: refused before
+    # anything is touched, not a run that fails at its next start.
+    resumes = world_size_problems(cfg.training, cfg.world_size, nodes * cfg.training.ranks_per_node)
+    if resumes:
+        raise ConfigError([f"job {name!r}: {p}" for p in resumes])
     cluster = command.cluster_reached(str(values.get("cluster")), out)
     with command.cluster_lock(cluster, command.holder_name(name), out):
         # Its manager lost: the resize goes through the one reached (jobs/repoint.py).

@@ -31,7 +31,7 @@ import pulumi_command as command
 from infra.command import tokens
 from infra.components.code import TrainingCode, TrainingCodeArgs
 from infra.components.gate import BandwidthGate, BandwidthGateArgs
-from infra.components.launchplan import LaunchTarget, launch_targets, target_script
+from infra.components.launchplan import LaunchTarget, launch_targets, target_script, universal_dir
 from infra.components.launchplan import TrainingLaunchArgs as TrainingLaunchArgs
 from infra.components.launchplan import follow_of as follow_of
 from infra.components.launchplan import master_host as master_host
@@ -277,6 +277,7 @@ class TrainingLaunch(pulumi.ComponentResource):
                         takeover=takeover,
                         data_dir=t.data_dir,
                         command=stop_ranks,
+                        universal=universal_dir(args, node_rank) is not None,
                     ),
                     triggers=self._triggers(args, task_ids),
                     opts=pulumi.ResourceOptions(

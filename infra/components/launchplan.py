@@ -25,6 +25,7 @@ from infra.config import (
     Training,
     code_dir,
     duration_seconds,
+    resumes_universal,
 )
 from infra.render.command import (
     Placement,
@@ -33,6 +34,7 @@ from infra.render.command import (
     env_file,
     env_path,
     env_setup,
+    run_dirs,
     run_variables,
 )
 from infra.render.command import workdir as command_workdir
@@ -126,6 +128,17 @@ def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
     )
 
 
+def universal_dir(args: TrainingLaunchArgs, node_rank: int | None) -> str | None:
+    """A command whose DeepSpeed config loads universal checkpoints
+    (infra/config/resume.py): on the launch that starts rank 0 (pdsh's one, or node
+    rank 0's), the run's checkpoint dir, whose newest checkpoint its supervisor makes
+    universal before each attempt (its peers wait for rank 0 meanwhile); else None."""
+    t = args.training
+    if t.parsed_command is None or node_rank or not resumes_universal(t):
+        return None
+    return run_dirs(t.run_name)["DSS_CHECKPOINT_DIR"]
+
+
 LaunchTarget = tuple[Host, str, int | None]
 """Where a launcher runs: the host, the service whose task it runs in, its node rank
 (None: the one SSH-based launch on the master)."""
@@ -193,6 +206,7 @@ def target_script(
             env_file=env_file,
             setup=setup,
             exit_record=parsed is not None,
+            universal=universal_dir(args, node_rank),
         ),
         fork_server=t.fork_server,
     )

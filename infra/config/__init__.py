@@ -56,6 +56,7 @@ from infra.config.reference import (
     update_docs,
     with_reference,
 )
+from infra.config.resume import resumes_universal, world_size_problems
 from infra.config.rules import RULES, Rule, Severity
 from infra.config.rules.code import code_dir
 from infra.config.rules.command import DEEPSPEED_ENV_FILE
@@ -156,10 +157,12 @@ __all__ = [
     "parse_job",
     "parse_stack_config",
     "readme_with_reference",
+    "resumes_universal",
     "rules_reference",
     "size_bytes",
     "stack_file_values",
     "stack_file_yaml",
     "update_docs",
     "with_reference",
+    "world_size_problems",
 ]

@@ -47,6 +47,7 @@ from infra.render.runfiles import (
     stop_marker,
     supervisor_path,
     takeover_path,
+    universal_path,
 )
 from infra.render.sections import HasTraining, LaunchSource
 from infra.render.shell import replace_file as replace_file
@@ -79,6 +80,10 @@ class Supervision:
     exit_record: bool = False
     """training.command: the supervisor writes an exit record after each attempt
     (infra/task/exitrecord.py, written beside it)."""
+    universal: str | None = None
+    """A command whose DeepSpeed config loads universal checkpoints, on the launch that
+    starts rank 0: the run's checkpoint dir, whose newest checkpoint the supervisor
+    makes universal before each attempt (infra/task/universal.py, written beside it)."""
 
 
 def hostfile_path(t: Training) -> str:
@@ -263,6 +268,8 @@ def _supervised_files(
         files.append((exitrecord_path(run_name), follow_program("exitrecord.py")))
         files.append((ranks_path(run_name), follow_program("ranks.py")))
         files.append((command_ranks_path(run_name), follow_program("commandranks.py")))
+    if supervision.universal is not None:
+        files.append((universal_path(run_name), follow_program("universal.py")))
     if supervision.follow is not None:
         # Before the supervisor: a new one runs them at its first attempt.
         files.append((follow_path(run_name), follow_program()))
@@ -285,6 +292,7 @@ def _supervised_files(
         follow=supervision.follow,
         setup=supervision.setup,
         exit_record=node if supervision.exit_record else None,
+        universal=supervision.universal,
     )
     return [*files, (supervisor_path(run_name, supervision.node_rank), body)]
 

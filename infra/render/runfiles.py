@@ -52,6 +52,12 @@ def takeover_path(run_name: str) -> str:
     return f"{LAUNCH_DIR}/{run_name}/takeover.py"
 
 
+def universal_path(run_name: str) -> str:
+    """A command whose DeepSpeed config loads universal checkpoints: the program that
+    makes the newest one universal before each start (infra/task/universal.py)."""
+    return f"{LAUNCH_DIR}/{run_name}/universal.py"
+
+
 def forkserver_path(run_name: str) -> str:
     """training.fork_server: the client the launcher runs in place of python
     (infra/task/forkserver.py), beside the hostfile. Named `python`, as it stands in

@@ -25,6 +25,7 @@ from infra.render.runfiles import (
     stop_marker,
     supervisor_prefix,
     takeover_path,
+    universal_path,
 )
 from infra.render.supervisor import LEASE_S
 from infra.task.commandranks import MODULE_ENV
@@ -58,6 +59,7 @@ def stop_script(
     takeover: bool = False,
     data_dir: str = "",
     command: CommandRanks | None = None,
+    universal: bool = False,
 ) -> str:
     """Shell run over SSH on delete: SIGTERM the ranks of the training script
     `pattern` in this task (infra/task/ranks.py: the processes that run it as their
@@ -83,7 +85,10 @@ def stop_script(
     and the stop waits until the run's supervisor there has ended (it removes the
     run's active file): its watch stops the training gracefully on the marker.
     `command`: a training.command's ranks, by commandranks.py (under pdsh every host's,
-    SIGKILL included)."""
+    SIGKILL included). `universal` (the launch whose supervisor makes the newest
+    checkpoint universal first): after the marker, the converter is killed, so a
+    supervisor converting (for minutes, on a large model) sees the marker now and exits
+    rather than being kept by the next launch as the run."""
     if command is not None:
         finder = _command_ranks_values(command, run_name)
     else:
@@ -111,6 +116,7 @@ def stop_script(
             "SUPERVISOR_PREFIX": q(supervisor_prefix(run_name)),
             "FOLLOW_PROGRAM": q(follow_path(run_name)),
             "TAKEOVER_PROGRAM": q(takeover_path(run_name)),
+            "UNIVERSAL_PROGRAM": q(universal_path(run_name)),
         }
     flags = {
         "elsewhere": elsewhere,
@@ -120,6 +126,7 @@ def stop_script(
         "ranks_of_script": command is None,
         "command_ranks": command is not None,
         "everywhere": command is not None and command.ssh_port is not None,
+        "universal": bool(run_name) and universal,
     }
     return template.render("stop.sh", values, flags)
 

@@ -24,6 +24,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
+from infra.layout import IMAGE_PYTHON
 from infra.render import template
 from infra.render.runfiles import (
     BUDGET_SPENT,
@@ -39,6 +40,7 @@ from infra.render.runfiles import (
     stop_marker,
     supervisor_path,
     takeover_path,
+    universal_path,
 )
 
 LEASE_S = 30
@@ -184,6 +186,7 @@ def supervisor_script(
     follow: Follow | None = None,
     setup: str = "",
     exit_record: str | None = None,
+    universal: str | None = None,
 ) -> str:
     """The supervisor: runs the launcher `cmd`; when it exits non-zero and no stop was
     asked for, records the restart, kills the ranks left on this node (a rank blocked on
@@ -193,24 +196,27 @@ def supervisor_script(
     which refresh reports and `pulumi up` relaunches). Exit 0 (the last step done, or a
     stop) ends it.
 
+    Each optional part below is absent without its argument, so a stack that does not
+    use it keeps its launch byte for byte.
+
     `metrics_file`: it also keeps its counts there as Prometheus text (at its start,
-    each restart and a spent budget; replaced, never rewritten in place, so the node
-    exporter never reads half a file). Without it the script is what it always was: a
-    stack without monitoring keeps its launch.
+    each restart and a spent budget; replaced, never rewritten in place).
 
     `follow` (training.recovery.follow_moves): each attempt first rebuilds the hostfile
     from the tasks that answer (infra/task/follow.py `rebuild`), and the launcher runs
     in the background under `watch`, which stops it (a restart) once a hostfile address
     stops answering: the run resumes on the task Swarm moved with no `pulumi up`.
-    Without it the loop is what it always was.
 
     `setup` (training.command): shell run once after the `cd`, before the loop (the
     run's directories and environment: infra/render/command.py env_setup).
 
     `exit_record` (training.command: the node label, `master` or the node rank): after
-    each attempt the supervisor writes its exit record (infra/task/exitrecord.py) from
-    this attempt's lines of the launcher log; a new supervisor first removes the one
-    a previous launch left."""
+    each attempt its exit record (infra/task/exitrecord.py) from this attempt's lines of
+    the launcher log; a new supervisor first removes the one a previous launch left.
+
+    `universal` (rank 0's supervisor of a command whose DeepSpeed config loads universal
+    checkpoints): the checkpoint dir whose newest checkpoint each attempt first makes
+    universal (infra/task/universal.py); a failed conversion fails the attempt."""
     q = shlex.quote
     moves = follow is not None and follow.master_moves
     if moves:
@@ -231,24 +237,43 @@ def supervisor_script(
     }
     if moves:
         values |= {"ACTIVE": q(active_path(run_name)), "LEASE": q(lease_path(run_name))}
-    if metrics_file is not None:
-        values |= _metrics(metrics_file, run_name, supervisor)
-    if follow is not None:
-        values |= _follow(follow, run_name)
-    if exit_record is not None:
-        values |= {
-            "EXIT_RECORD": q(exit_record_path(run_name, exit_record)),
-            "EXITRECORD_PROGRAM": q(exitrecord_path(run_name)),
-            "NODE": q(exit_record),
-        }
+    for part in (
+        _metrics(metrics_file, run_name, supervisor) if metrics_file is not None else {},
+        _follow(follow, run_name) if follow is not None else {},
+        _exit_record(exit_record, run_name) if exit_record is not None else {},
+        _universal(universal, run_name) if universal is not None else {},
+    ):
+        values |= part
     flags = {
         "metrics": metrics_file is not None,
         "follow": follow is not None,
         "forget_host_keys": follow is not None and follow.forget_host_keys,
         "master_moves": moves,
         "exit_record": exit_record is not None,
+        "universal": universal is not None,
     }
     return template.render("supervisor.sh", values, flags)
+
+
+def _exit_record(node: str, run_name: str) -> dict[str, str]:
+    """The values of the supervisor's exit_record part: the record of `node`'s attempts
+    and the program that writes it."""
+    q = shlex.quote
+    return {
+        "EXIT_RECORD": q(exit_record_path(run_name, node)),
+        "EXITRECORD_PROGRAM": q(exitrecord_path(run_name)),
+        "NODE": q(node),
+    }
+
+
+def _universal(checkpoint_dir: str, run_name: str) -> dict[str, str]:
+    """The values of the supervisor's universal part: the converter, run by the image's
+    python (it runs DeepSpeed's ds_to_universal), and the run's checkpoint dir."""
+    return {
+        "IMAGE_PYTHON": IMAGE_PYTHON,
+        "UNIVERSAL_PROGRAM": shlex.quote(universal_path(run_name)),
+        "CHECKPOINT_DIR": shlex.quote(checkpoint_dir),
+    }
 
 
 def _metrics(metrics_file: str, run_name: str, supervisor: str) -> dict[str, str]:

@@ -28,6 +28,10 @@
 #@                          the task but the ranks' own names it
 #@         command_ranks    a training.command's `ranks count|term|kill`:
 #@                          infra/task/commandranks.py from the run's dir
+#@         universal        a command whose supervisor makes the newest checkpoint
+#@                          universal before each attempt: the converter killed after
+#@                          the marker (infra/task/universal.py; its supervisor then
+#@                          sees the marker and exits)
 #@         everywhere       under pdsh: on every hostfile host through pdsh, as the
 #@                          training user with the launcher's sshd port (DeepSpeed's
 #@                          runner sets PDSH_SSH_ARGS_APPEND the same way), the counts
@@ -57,6 +61,9 @@ fi
 [ -n "$ctr" ] || { echo "stop: no task of @SERVICE@ here; nothing to stop"; exit 0; }
 #@if stop_marker
 docker exec -u @TRAIN_UID@ "$ctr" touch @STOP@ || true
+#@end
+#@if universal
+docker exec "$ctr" pkill -KILL -f @UNIVERSAL_PROGRAM@ || true
 #@end
 #@if follow
 docker exec "$ctr" pkill -KILL -f @SUPERVISOR_PREFIX@ || true

@@ -15,6 +15,9 @@
 #@            forget_host_keys  follow on the host data plane: forget the learnt keys
 #@            master_moves      training.recovery.follow_master (infra/task/takeover.py)
 #@            exit_record       training.command: an exit record after each attempt
+#@            universal         a command whose DeepSpeed config loads universal
+#@                              checkpoints: the newest one made universal first
+#@                              (infra/task/universal.py; rank 0's supervisor only)
 #@ Values are shell words as the renderer quoted them: paths, the launcher command line
 #@ @CMD@, the numbers @MAX_RESTARTS@ and @DELAY_S@, and the block @SETUP@ (a
 #@ training.command's environment, infra/task/envsetup.sh; '' without one).
@@ -55,6 +58,18 @@ while :; do
 #@if exit_record
   start=$(grep -c "" @LOG@ 2>/dev/null || true)
 #@end
+#@if universal
+  #@ A conversion that fails is this attempt's failure: no launcher, its error in
+  #@ the log (and so in the exit record), the budget decides.
+  @IMAGE_PYTHON@ @UNIVERSAL_PROGRAM@ @CHECKPOINT_DIR@ >>@LOG@ 2>&1 || rc=$?
+  #@ A stop while it converted (the stop kills the converter): no launcher.
+  #@if master_moves
+  if [ -e @STOP@ ]; then { owner && rm -f @ACTIVE@; }; exit 0; fi
+  #@else
+  if [ -e @STOP@ ]; then exit 0; fi
+  #@end
+  if [ "$rc" -eq 0 ]; then
+#@end
 #@if follow
   #@ The hostfile rebuilt from the tasks that answer, then the launcher under the
   #@ watch, which stops it once a hostfile address stops answering (a restart).
@@ -80,6 +95,9 @@ while :; do
   wait "$pid" || rc=$?
 #@else
   @CMD@ >>@LOG@ 2>&1 || rc=$?
+#@end
+#@if universal
+  fi
 #@end
 #@if exit_record
   python3 @EXITRECORD_PROGRAM@ record @LOG@ "${start:-0}" "$rc" @NODE@ @EXIT_RECORD@ 2>/dev/null || true

@@ -8,11 +8,21 @@ relaunches at world size 1 and train.py resumes from the checkpoint, the optimiz
 state re-sharded through DeepSpeed's universal checkpoint; `job gpus` shows lab-h2
 free, and the job's preview is a no-op. `resize R --nodes 2` grows it back onto lab-h2
 the same way. The tests depend on this order.
+
+Then job T, the DeepSpeed tutorial as a user brings it (examples/deepspeed-tutorial:
+its own command, ZeRO stage 2, its own save_checkpoint/load_checkpoint), 2 x 1 beside
+R: `resize T --nodes 1` is refused, naming the ds_config's key (DeepSpeed would not
+load its ZeRO checkpoint at world size 1), and nothing changes. Its ds_config given
+`"checkpoint": {"load_universal": true}` and T submitted again as it is (the refusal's
+way out), the resize goes through: the supervisor makes the newest checkpoint
+universal before the start (infra/task/universal.py) and the script, unchanged,
+resumes from it at world size 1.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,12 +34,19 @@ import pytest
 from harness import ROOT
 from harness.configs import dev_config
 from harness.jobs import remove_job
-from harness.lab import launcher_log_since, launcher_log_size, logged_steps
+from harness.lab import launcher_log_since, launcher_log_size, logged_steps, shared
 from harness.stack import Pulumi, Stack
 from harness.waits import wait_for
 from infra.config import stack_file_values
 from infra.layout import PROJECT
 from jobs import command
+from tests.acceptance.conftest import (
+    TUTORIAL_COMMAND,
+    TUTORIAL_SAVE_EVERY,
+    TUTORIAL_STEP,
+    clear_job_files,
+    tutorial_copy,
+)
 from tests.engine.conftest import MakeStack
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.engine]
@@ -125,3 +142,81 @@ def test_grow_resumes_on_both_hosts(cluster: Stack, job: Pulumi, report: dict[st
     """1 -> 2 nodes: lab-h2 added (its GPU free), resumed from the checkpoint, re-sharded."""
     assert _resized(cluster, job, 2, 1, report) == ["lab-h1", "lab-h2"]
     assert _held(cluster) == ["lab-h1", "lab-h2"]
+
+
+TUTORIAL_JOB = "test-resize-tut"
+
+
+def _tutorial(cluster: Stack, code: Path) -> None:
+    """Submit T (the tutorial in `code`, 2 x 1 on lab-h1, lab-h2 beside R, SSH-less so
+    that one node is a valid size)."""
+    spec = command.JobSpec(name=TUTORIAL_JOB, cluster=CLUSTER, code_dir=code, nodes=2,
+                           gpus_per_node=1, command=TUTORIAL_COMMAND,
+                           extra={"launch_mode": "no_ssh"})  # fmt: skip
+    command.submit(spec, env=cluster.env, out=cluster.record)
+
+
+def _saved(job: str) -> int:
+    """The step of job `job`'s newest checkpoint as its `latest` names it (0: none)."""
+    latest = shared("checkpoints", job, "latest")
+    text = latest.read_text().strip() if latest.exists() else ""
+    return int(text.removeprefix("global_step")) if text else 0
+
+
+def test_a_users_zero_script_resizes_once_it_loads_universal_checkpoints(
+    cluster: Stack, tmp_path_factory: pytest.TempPathFactory, report: dict[str, str]
+) -> None:
+    """T refused a resize while its config would make DeepSpeed refuse the checkpoint;
+    resized once the config loads universal checkpoints, resumed at world size 1."""
+    code = tutorial_copy(tmp_path_factory)
+    clear_job_files(TUTORIAL_JOB)
+    try:
+        _tutorial(cluster, code)
+        wait_for("T's first checkpoint", lambda: _saved(TUTORIAL_JOB) or None, 900, 2)
+        before = command.stack_file(TUTORIAL_JOB).read_text()
+        proc = subprocess.run(
+            [str(ROOT / "scripts" / "job"), "resize", TUTORIAL_JOB, "--nodes", "1"],
+            env=cluster.env, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        cluster.record(proc.stdout, proc.stderr)
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert "key zero_optimization.stage: 2 partitions the optimizer state" in proc.stderr
+        assert command.stack_file(TUTORIAL_JOB).read_text() == before
+        config = json.loads((code / "ds_config.json").read_text())
+        config["checkpoint"] = {"load_universal": True}
+        (code / "ds_config.json").write_text(json.dumps(config, indent=2))
+        saved = _saved(TUTORIAL_JOB)
+        _tutorial(cluster, code)  # as it is: its code changed, so its run relaunches
+        wait_for("T saving after the relaunch", lambda: _saved(TUTORIAL_JOB) > saved, 900, 2)
+        offset = launcher_log_size(TUTORIAL_JOB)
+        t0 = time.monotonic()
+        said = _cli(cluster, "resize", TUTORIAL_JOB, "--nodes", "1")
+        assert "2 -> 1 node(s)" in said, said
+        resumed = re.compile(r"resumed at step (\d+) from \S+/global_step(\d+)_universal/")
+        found = wait_for("T resumed at world size 1 from a universal checkpoint",
+                         lambda: resumed.search(launcher_log_since(TUTORIAL_JOB, offset)),
+                         900, 2)  # fmt: skip
+        step = int(found[1])
+        assert int(found[2]) == step and step % TUTORIAL_SAVE_EVERY == 0, found[0]
+
+        def after() -> bool:
+            return max(_steps_since(TUTORIAL_JOB, offset), default=0) > step
+
+        wait_for("T's step after the resume", after, 600, 2)
+        step_s = time.monotonic() - t0
+        log = launcher_log_since(TUTORIAL_JOB, offset)
+        assert f"universal: global_step{step} converted" in log, log[-3000:]
+        Pulumi(TUTORIAL_JOB, env=cluster.env).run("preview", "--expect-no-changes")
+    finally:
+        remove_job(cluster, TUTORIAL_JOB)
+    report["figure"] = (
+        f"the tutorial (ZeRO 2) 2 -> 1 node(s): refused as it came; with load_universal, "
+        f"resumed at step {step} from global_step{step}_universal, first step after it "
+        f"{step_s:.0f} s after the resize began; preview no-op"
+    )
+    report["command"] = f"scripts/job resize {TUTORIAL_JOB} --nodes 1 (before and after)"
+
+
+def _steps_since(job: str, offset: int) -> list[int]:
+    """The tutorial's steps in job `job`'s launcher log after byte `offset`."""
+    return [int(m) for m in TUTORIAL_STEP.findall(launcher_log_since(job, offset))]

@@ -8,7 +8,8 @@ with a batch size the world size cannot divide is refused at preview, naming the
 and the key (nothing deployed yet); each example of examples/, copied unmodified,
 trains across both hosts and ends `finished` (read from the stack's `run` output after
 a refresh, as tests/engine/test_run.py's finished run); the DeepSpeed tutorial given
-more steps resumes from its own `save_checkpoint`; a script that raises ends `failed`
+more steps resumes from its own `save_checkpoint`, and, its config loading universal
+checkpoints, from that checkpoint made universal; a script that raises ends `failed`
 naming the rank and the exception; a variable from `training.env` and one from
 `.deepspeed_env` reach every rank under pdsh, no_ssh and torchrun (the env-output
 example's files). The tests depend on this order.
@@ -36,7 +37,7 @@ from harness.lab import (
 )
 from harness.stack import Stack
 from harness.waits import wait_for
-from infra.layout import MASTER_SERVICE, WORKER_SERVICE
+from infra.layout import DATA_MOUNT, MASTER_SERVICE, WORKER_SERVICE
 from jobs.record import run_record
 from tests.engine.conftest import MakeStack
 from tests.unit.examples.cases import (
@@ -220,6 +221,30 @@ def test_the_tutorial_given_more_steps_resumes_from_its_checkpoint(
     assert "resumed at step 40 from " in text, text[-3000:]
     assert "done: 50 steps, world size 2" in text, text[-3000:]
     assert (checkpoint_dir() / "latest").read_text().strip() == "global_step50"
+
+
+def test_loading_universal_checkpoints_it_resumes_from_the_newest_made_universal(
+    stack: Stack, codes: Path
+) -> None:
+    """The tutorial's ds_config.json given `checkpoint.load_universal` (what lets a job
+    be resized: docs/jobs.md), `--steps 60`: before the start the supervisor converts
+    step 50's checkpoint (infra/task/universal.py), and the script, unchanged, loads it
+    from `global_step50_universal` and finishes."""
+    code = codes / "tutorial-universal"
+    shutil.copytree(codes / TUTORIAL.name, code)
+    ds_file = code / "ds_config.json"
+    config = {**json.loads(ds_file.read_text()), "checkpoint": {"load_universal": True}}
+    ds_file.write_text(json.dumps(config))
+    offset = launcher_log_size(RUN)
+    command = TUTORIAL.command.replace("--steps 40", "--steps 60")
+    since = launch(stack, code, command, OVER_PDSH)
+    assert ended(PDSH, since, offset)["master"]["rc"] == 0, log_since(offset)[-4000:]
+    assert finished_output(stack)["step"] == 60
+    text = log_since(offset)
+    universal = f"{DATA_MOUNT}/checkpoints/{RUN}/global_step50_universal"
+    assert f"universal: global_step50 converted to {universal}" in text, text[-3000:]
+    assert f"resumed at step 50 from {universal}/" in text, text[-3000:]
+    assert (checkpoint_dir() / "latest_universal").read_text() == "global_step50_universal"
 
 
 def test_the_torchrun_ddp_example_finishes_with_its_snapshot(stack: Stack, codes: Path) -> None:

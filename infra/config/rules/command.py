@@ -21,6 +21,7 @@ from infra.config.rules.code import code_dir
 from infra.config.rules.training import LAUNCHER_ENV
 
 if TYPE_CHECKING:
+    from infra.config.models.job import Training
     from infra.config.models.stack import StackConfig
 
 DEEPSPEED_ENV_FILE = ".deepspeed_env"
@@ -113,11 +114,15 @@ def secret_env(cfg: StackConfig) -> list[str]:
 
 
 def _ds_file(cfg: StackConfig) -> tuple[deepspeed.DsSource | None, list[str]]:
+    return command_ds_file(cfg.training)
+
+
+def command_ds_file(t: Training) -> tuple[deepspeed.DsSource | None, list[str]]:
     """The DeepSpeed config file the command names (`--deepspeed_config X`, X in the code
     dir) as the rules' source, or the problems reading it. Nothing to judge without
     one, without a code dir (the file is the image's) or for an absolute path (the
     task's)."""
-    t, parsed = cfg.training, cfg.training.parsed_command
+    parsed = t.parsed_command
     name = parsed.deepspeed_config if parsed is not None else None
     if name is None or t.code.dir is None or PurePosixPath(name).is_absolute():
         return None, []

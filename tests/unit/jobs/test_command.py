@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import types
 from collections.abc import Iterator
 from dataclasses import replace
@@ -899,3 +900,48 @@ def test_submit_of_a_queued_job_whose_start_failed_is_not_refused(project: Path)
     placed, adm = command.placed(spec(project), command.cluster_settings("c1"), swarm,
                                  list_entries(api))  # fmt: skip
     assert (placed.hosts, adm) == (None, None), "decided as any job holding GPUs"
+
+
+ZERO_COMMAND = ["deepspeed", "train.py", "--deepspeed_config", "ds_config.json"]
+
+
+def zero_config(project: Path) -> None:
+    """The code dir's ds_config.json: ZeRO stage 2, no universal loading."""
+    (project.parent / "code" / "ds_config.json").write_text(
+        json.dumps({"train_batch_size": 4, "zero_optimization": {"stage": 2}})
+    )
+
+
+def test_a_submit_at_a_world_size_its_checkpoints_cannot_follow_is_refused(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """exp1 ran 2 x 1 with ZeRO checkpoints; submitted again 1 x 1 it is refused naming
+    the job and the key (its script would fail to load them), its file as it was."""
+    zero_config(project)
+    ran: dict[str, Any] = {
+        "hosts": ["lab-h1", "lab-h2"],
+        "gpus_per_node": 1,
+        "command": ZERO_COMMAND,
+        "extra": {"launch_mode": "no_ssh"},
+    }
+    command.write_job(spec(project, nodes=2, **ran))
+    before = (project / "Pulumi.exp1.yaml").read_text()
+    free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
+    with pytest.raises(ConfigError) as e:
+        _submitted(project, monkeypatch, free, **{**ran, "hosts": ["lab-h1"], "nodes": 1})
+    ((problem),) = e.value.problems
+    assert problem.startswith("job 'exp1': ") and "zero_optimization.stage: 2" in problem
+    assert (project / "Pulumi.exp1.yaml").read_text() == before
+
+
+def test_a_queued_job_takes_any_world_size(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that only waited (queued here) has no checkpoint: submitted again at
+    another size it is written as asked."""
+    zero_config(project)
+    queued: dict[str, Any] = {"gpus_per_node": 1, "command": ZERO_COMMAND}
+    mark = {"launch_mode": "no_ssh", "queued": {"revision": "abc"}}
+    command.write_job(spec(project, nodes=2, extra=mark, **queued))
+    free = SwarmGpus(capacity={"lab-h1": 2, "lab-h2": 2})
+    t = _submitted(project, monkeypatch, free, nodes=1, hosts=["lab-h1"],
+                   extra={"launch_mode": "no_ssh"}, **queued)  # fmt: skip
+    assert (t["nodes"], t["hosts"]) == (1, ["lab-h1"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import types
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,41 @@ def test_cli_resize_passes_name_and_nodes(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(resize, "resize", lambda name, nodes: seen.append((name, nodes)))
     assert cli.main(["resize", "exp1", "--nodes", "3"]) == 0
     assert seen == [("exp1", 3)]
+
+
+def zero_command_job(project: Path, **ds: Any) -> None:
+    """exp1 as the running fixture has it, its command the tutorial's: a ds_config.json
+    with ZeRO stage 2 (and `ds`) in its code dir."""
+    code = project.parent / "code"
+    (code / "ds_config.json").write_text(
+        json.dumps({"train_batch_size": 4, "zero_optimization": {"stage": 2}, **ds})
+    )
+    command.write_job(spec(project, nodes=2, gpus_per_node=1, hosts=["lab-h1", "lab-h2"],
+                           placement="planned", extra={"launch_mode": "no_ssh"},
+                           command=["deepspeed", "train.py", "--deepspeed_config",
+                                    "ds_config.json"]))  # fmt: skip
+
+
+def test_a_resize_its_scripts_zero_checkpoints_cannot_follow_is_refused(
+    running: dict[str, Any], project: Path
+) -> None:
+    """The script's ZeRO checkpoints load only at their world size (2): a shrink to 1 is
+    refused before anything is touched, naming the job and the key; the file as it was
+    and no `up`."""
+    zero_command_job(project)
+    before = (project / "Pulumi.exp1.yaml").read_text()
+    with pytest.raises(ConfigError) as e:
+        resize.resize("exp1", 1, out=lambda _l: None)
+    ((problem),) = e.value.problems
+    assert problem.startswith("job 'exp1': ")
+    assert "key zero_optimization.stage: 2 partitions the optimizer state" in problem
+    assert (project / "Pulumi.exp1.yaml").read_text() == before and running["ups"] == []
+
+
+def test_a_script_loading_universal_checkpoints_is_resized(
+    running: dict[str, Any], project: Path
+) -> None:
+    """With checkpoint.load_universal the same shrink goes on to its `up`."""
+    zero_command_job(project, checkpoint={"load_universal": True})
+    resize.resize("exp1", 1, out=lambda _l: None)
+    assert [t["nodes"] for t in running["ups"]] == [1]

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.layout import LAUNCH_DIR
+from infra.layout import IMAGE_PYTHON, LAUNCH_DIR
 from infra.render import run
 from infra.render.run import Probe, parse_probe, verdict
+from infra.render.runfiles import universal_path
 
 pytestmark = pytest.mark.unit
 
@@ -437,3 +438,47 @@ def test_supervisor_whose_run_was_taken_over_stops_and_leaves_the_file(tmp_path:
         "another master task took the run over"
         in (tmp_path / "data/logs/r/launcher.log").read_text()
     )
+
+
+def _universal_supervisor(tmp: Path, converter: str, starts: Path) -> str:
+    """A supervisor whose attempts first run `converter` (shell, standing in for
+    infra/task/universal.py, run by the image's python) before a launcher that counts
+    its starts in `starts`; the task's paths under `tmp`."""
+    program = Path(_local(universal_path("r"), tmp))
+    program.parent.mkdir(parents=True, exist_ok=True)
+    program.write_text(converter)
+    script = run.supervisor_script(cmd=f"sh -c 'echo x >> {starts}'", run_name="r",
+                                   workdir="/opt/dss", max_restarts=2, delay_s=0,
+                                   pattern="x-none", universal="/data/checkpoints/r")  # fmt: skip
+    return _local(script, tmp).replace(IMAGE_PYTHON, "sh")
+
+
+def test_supervisor_converts_before_the_launcher(tmp_path: Path) -> None:
+    """`universal`: each attempt runs the converter on the run's checkpoint dir, then
+    the launcher."""
+    starts, seen = tmp_path / "starts", tmp_path / "converted"
+    script = _universal_supervisor(tmp_path, f'echo "$1" >> {seen}\n', starts)
+    assert _sh(script, tmp_path).returncode == 0
+    assert seen.read_text() == f"{tmp_path}/data/checkpoints/r\n"
+    assert starts.read_text() == "x\n"
+
+
+def test_supervisor_whose_conversion_fails_starts_no_launcher(tmp_path: Path) -> None:
+    """A conversion that fails is the attempt's failure: no launcher, a restart, and
+    the budget spent after the last."""
+    starts = tmp_path / "starts"
+    script = _universal_supervisor(tmp_path, "exit 1\n", starts)
+    assert _sh(script, tmp_path).returncode == 1
+    assert not starts.exists(), "a launcher started after a failed conversion"
+    records = (tmp_path / "data/logs/r/restarts.jsonl").read_text().split()
+    assert [json.loads(r)["event"] for r in records] == ["restart", "restart", "budget_spent"]
+
+
+def test_supervisor_stopped_while_converting_starts_no_launcher(tmp_path: Path) -> None:
+    """A stop while the converter runs (the stop sets the marker and kills it): the
+    supervisor exits 0 and starts no launcher."""
+    starts = tmp_path / "starts"
+    marker = _local(run.stop_marker("r"), tmp_path)
+    script = _universal_supervisor(tmp_path, f"touch {marker}\nexit 137\n", starts)
+    assert _sh(script, tmp_path).returncode == 0
+    assert not starts.exists(), "a launcher started after the stop"

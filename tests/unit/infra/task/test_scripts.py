@@ -33,6 +33,7 @@ from infra.components.launchplan import (
     follow_of,
     launch_targets,
     target_script,
+    universal_dir,
 )
 from infra.config import ConfigError, StackConfig, duration_seconds, parse_stack_config
 from infra.render.command import rank_pattern, script_path
@@ -59,8 +60,11 @@ PROGRAMS: dict[str, str | None] = {
     "module": "{launcher} {module} mypkg.train",
     "python": "python train.py --x 1",
     "python_module": "python -m mypkg.train",
+    "universal": "{launcher} train.py --deepspeed_config ds_universal.json",
 }
-"""training.script from the image or from the code dir, else the training.command."""
+"""training.script from the image or from the code dir, else the training.command
+(`universal`: its DeepSpeed config loads universal checkpoints, so rank 0's supervisor
+makes the newest one universal before each attempt)."""
 RECOVERIES = ("off", "follow_moves", "follow_master")
 PLANES = ("overlay", "host", "rdma")
 
@@ -135,6 +139,10 @@ def code_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("code")
     (root / "train.py").write_text("print(1)\n")
     (root / "ds_config.json").write_text('{"train_batch_size": 24}')
+    (root / "ds_universal.json").write_text(
+        '{"train_batch_size": 24, "zero_optimization": {"stage": 2}, '
+        '"checkpoint": {"load_universal": true}}'
+    )
     (root / ".deepspeed_env").write_text("FROM_DS_ENV=1\n")
     return root
 
@@ -222,6 +230,7 @@ def scripts(v: Variant, code_dir: Path) -> dict[str, str]:
             takeover=t.recovery.follow_master,
             data_dir=t.data_dir,
             command=ranks,
+            universal=universal_dir(args, rank) is not None,
         )
     return out
 

@@ -43,6 +43,8 @@ HELPERS = {
     "job_ask",
     "never_placed",
     "judged_by_placement",
+    # infra/config/rules/command.py: the file a command names, read by resume.py too.
+    "command_ds_file",
 }
 
 

@@ -1,0 +1,36 @@
+# deepspeed-swarm: the supervisor of run run (infra/render/run.py)
+set -u
+mkdir -p /data/logs/run
+cd /data/code/run/0123456789ab
+rm -f /data/logs/run/exit.0.json
+mkdir -p /data/checkpoints/run /data/outputs/run
+set +u
+while IFS= read -r dss_line || [ -n "$dss_line" ]; do
+  eval "export ${dss_line%%=*}=\"${dss_line#*=}\""
+done </data/.dss/run/env-0
+set -u
+restarts=0
+while :; do
+  rc=0
+  start=$(grep -c "" /data/logs/run/launcher.log 2>/dev/null || true)
+  /opt/venv/bin/python /data/.dss/run/universal.py /data/checkpoints/run >>/data/logs/run/launcher.log 2>&1 || rc=$?
+  if [ -e /data/.dss/run/stop ]; then exit 0; fi
+  if [ "$rc" -eq 0 ]; then
+  deepspeed --hostfile=/data/.dss/run/hostfile --master_addr=10.0.1.3 --master_port=29500 --no_ssh --node_rank=0 /data/code/run/0123456789ab/train.py --deepspeed_config ds_universal.json >>/data/logs/run/launcher.log 2>&1 || rc=$?
+  fi
+  python3 /data/.dss/run/exitrecord.py record /data/logs/run/launcher.log "${start:-0}" "$rc" 0 /data/logs/run/exit.0.json 2>/dev/null || true
+  if [ "$rc" -eq 0 ] || [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
+  if [ "$restarts" -ge 3 ]; then
+    echo "supervisor: the launcher exited $rc; restart budget (3) spent" >>/data/logs/run/launcher.log
+    printf '{"event":"budget_spent","exit_code":%s,"time":%s}\n' "$rc" "$(date +%s)" \
+      >>/data/logs/run/restarts.jsonl
+    exit "$rc"
+  fi
+  restarts=$((restarts + 1))
+  printf '{"event":"restart","restart":%s,"exit_code":%s,"time":%s}\n' \
+    "$restarts" "$rc" "$(date +%s)" >>/data/logs/run/restarts.jsonl
+  echo "supervisor: the launcher exited $rc; restart $restarts of 3 in 10s, from the newest complete checkpoint" >>/data/logs/run/launcher.log
+  pkill -KILL -f /data/code/run/0123456789ab/train.py 2>/dev/null || true
+  sleep 10
+  if [ -e /data/.dss/run/stop ]; then exit "$rc"; fi
+done
