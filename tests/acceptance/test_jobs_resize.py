@@ -10,13 +10,15 @@ free, and the job's preview is a no-op. `resize R --nodes 2` grows it back onto 
 the same way. The tests depend on this order.
 
 Then job T, the DeepSpeed tutorial as a user brings it (examples/deepspeed-tutorial:
-its own command, ZeRO stage 2, its own save_checkpoint/load_checkpoint), 2 x 1 beside
-R: `resize T --nodes 1` is refused, naming the ds_config's key (DeepSpeed would not
-load its ZeRO checkpoint at world size 1), and nothing changes. Its ds_config given
+its own command, ZeRO stage 2, its own save_checkpoint/load_checkpoint), 1 x 1 beside
+R: `resize T --nodes 2` is refused, naming the ds_config's key (DeepSpeed would not
+load its ZeRO checkpoint at world size 2), and nothing changes. Its ds_config given
 `"checkpoint": {"load_universal": true}` and T submitted again as it is (the refusal's
 way out), the resize goes through: the supervisor makes the newest checkpoint
 universal before the start (infra/task/universal.py) and the script, unchanged,
-resumes from it at world size 1.
+resumes from it at world size 2. (A grow: a shrink of an SSH-less command job leaves
+the run's stop marker set by the removed node's stop, which its `up` runs after the
+new launch; docs/jobs.md, "Resizing a job".)
 """
 
 from __future__ import annotations
@@ -148,9 +150,9 @@ TUTORIAL_JOB = "test-resize-tut"
 
 
 def _tutorial(cluster: Stack, code: Path) -> None:
-    """Submit T (the tutorial in `code`, 2 x 1 on lab-h1, lab-h2 beside R, SSH-less so
-    that one node is a valid size)."""
-    spec = command.JobSpec(name=TUTORIAL_JOB, cluster=CLUSTER, code_dir=code, nodes=2,
+    """Submit T (the tutorial in `code`, 1 x 1 beside R, SSH-less so that one node is
+    a valid size)."""
+    spec = command.JobSpec(name=TUTORIAL_JOB, cluster=CLUSTER, code_dir=code, nodes=1,
                            gpus_per_node=1, command=TUTORIAL_COMMAND,
                            extra={"launch_mode": "no_ssh"})  # fmt: skip
     command.submit(spec, env=cluster.env, out=cluster.record)
@@ -167,7 +169,7 @@ def test_a_users_zero_script_resizes_once_it_loads_universal_checkpoints(
     cluster: Stack, tmp_path_factory: pytest.TempPathFactory, report: dict[str, str]
 ) -> None:
     """T refused a resize while its config would make DeepSpeed refuse the checkpoint;
-    resized once the config loads universal checkpoints, resumed at world size 1."""
+    resized once the config loads universal checkpoints, resumed at world size 2."""
     code = tutorial_copy(tmp_path_factory)
     clear_job_files(TUTORIAL_JOB)
     try:
@@ -175,7 +177,7 @@ def test_a_users_zero_script_resizes_once_it_loads_universal_checkpoints(
         wait_for("T's first checkpoint", lambda: _saved(TUTORIAL_JOB) or None, 900, 2)
         before = command.stack_file(TUTORIAL_JOB).read_text()
         proc = subprocess.run(
-            [str(ROOT / "scripts" / "job"), "resize", TUTORIAL_JOB, "--nodes", "1"],
+            [str(ROOT / "scripts" / "job"), "resize", TUTORIAL_JOB, "--nodes", "2"],
             env=cluster.env, capture_output=True, text=True, timeout=900, check=False,
         )  # fmt: skip
         cluster.record(proc.stdout, proc.stderr)
@@ -190,10 +192,10 @@ def test_a_users_zero_script_resizes_once_it_loads_universal_checkpoints(
         wait_for("T saving after the relaunch", lambda: _saved(TUTORIAL_JOB) > saved, 900, 2)
         offset = launcher_log_size(TUTORIAL_JOB)
         t0 = time.monotonic()
-        said = _cli(cluster, "resize", TUTORIAL_JOB, "--nodes", "1")
-        assert "2 -> 1 node(s)" in said, said
+        said = _cli(cluster, "resize", TUTORIAL_JOB, "--nodes", "2")
+        assert "1 -> 2 node(s)" in said, said
         resumed = re.compile(r"resumed at step (\d+) from \S+/global_step(\d+)_universal/")
-        found = wait_for("T resumed at world size 1 from a universal checkpoint",
+        found = wait_for("T resumed at world size 2 from a universal checkpoint",
                          lambda: resumed.search(launcher_log_since(TUTORIAL_JOB, offset)),
                          900, 2)  # fmt: skip
         step = int(found[1])
@@ -206,17 +208,30 @@ def test_a_users_zero_script_resizes_once_it_loads_universal_checkpoints(
         step_s = time.monotonic() - t0
         log = launcher_log_since(TUTORIAL_JOB, offset)
         assert f"universal: global_step{step} converted" in log, log[-3000:]
-        Pulumi(TUTORIAL_JOB, env=cluster.env).run("preview", "--expect-no-changes")
+        try:
+            Pulumi(TUTORIAL_JOB, env=cluster.env).run("preview", "--expect-no-changes")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{_evidence(TUTORIAL_JOB, offset)}") from None
     finally:
         remove_job(cluster, TUTORIAL_JOB)
     report["figure"] = (
-        f"the tutorial (ZeRO 2) 2 -> 1 node(s): refused as it came; with load_universal, "
+        f"the tutorial (ZeRO 2) 1 -> 2 node(s): refused as it came; with load_universal, "
         f"resumed at step {step} from global_step{step}_universal, first step after it "
         f"{step_s:.0f} s after the resize began; preview no-op"
     )
-    report["command"] = f"scripts/job resize {TUTORIAL_JOB} --nodes 1 (before and after)"
+    report["command"] = f"scripts/job resize {TUTORIAL_JOB} --nodes 2 (before and after)"
 
 
 def _steps_since(job: str, offset: int) -> list[int]:
     """The tutorial's steps in job `job`'s launcher log after byte `offset`."""
     return [int(m) for m in TUTORIAL_STEP.findall(launcher_log_since(job, offset))]
+
+
+def _evidence(job: str, offset: int) -> str:
+    """What the run left on the data dir since byte `offset` of its launcher log: the
+    log's tail and its exit records (why a preview found the run failed)."""
+    logs = shared("logs", job)
+    records = {p.name: p.read_text() for p in sorted(logs.glob("exit.*.json"))}
+    return (
+        f"exit records: {records}\nlauncher.log since:\n{launcher_log_since(job, offset)[-4000:]}"
+    )
