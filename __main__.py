@@ -143,6 +143,7 @@ elif runs:
             image=image,
             ssh_links=links,
             restart_metrics=cfg.monitoring.enabled,
+            universal_checkpoints=config.resumes_universal(cfg.training),
         ),
     )
 

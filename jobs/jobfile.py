@@ -119,10 +119,11 @@ def job_settings(name: str) -> StackConfig:
 def ran_settings(name: str) -> StackConfig | None:
     """Job `name`'s config as its file here says it ran (or runs): None when it has no
     file, a queued one (it never ran from here) or one the rules refuse now."""
-    if file_values(name) is None:
+    values = file_values(name)
+    if values is None:
         return None
     try:
-        cfg = job_settings(name)
+        cfg = parse_job(values, name, ROOT)
     except ConfigError:
         return None
     return None if cfg.queued else cfg

@@ -25,7 +25,6 @@ from infra.config import (
     Training,
     code_dir,
     duration_seconds,
-    resumes_universal,
 )
 from infra.render.command import (
     Placement,
@@ -75,6 +74,11 @@ class TrainingLaunchArgs:
     """The supervisors keep their restart counts as Prometheus text files on the data
     dir, for the node exporters (monitoring.enabled). Default false: the launch script
     is what it was without monitoring."""
+    universal_checkpoints: bool = False
+    """The command's DeepSpeed config partitions the optimizer state and loads universal
+    checkpoints (infra/config/resume.py `resumes_universal`, which reads the code dir:
+    read once by the caller, not per launch target): rank 0's supervisor makes the
+    newest checkpoint universal before each attempt (`universal_dir`)."""
 
 
 def master_on_spare(hosts: Sequence[Host], entries: Sequence[RosterEntry]) -> str | None:
@@ -130,11 +134,11 @@ def follow_of(args: TrainingLaunchArgs, task_script: str) -> Follow | None:
 
 def universal_dir(args: TrainingLaunchArgs, node_rank: int | None) -> str | None:
     """A command whose DeepSpeed config loads universal checkpoints
-    (infra/config/resume.py): on the launch that starts rank 0 (pdsh's one, or node
+    (`universal_checkpoints`): on the launch that starts rank 0 (pdsh's one, or node
     rank 0's), the run's checkpoint dir, whose newest checkpoint its supervisor makes
     universal before each attempt (its peers wait for rank 0 meanwhile); else None."""
     t = args.training
-    if t.parsed_command is None or node_rank or not resumes_universal(t):
+    if t.parsed_command is None or node_rank or not args.universal_checkpoints:
         return None
     return run_dirs(t.run_name)["DSS_CHECKPOINT_DIR"]
 

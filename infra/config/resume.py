@@ -44,7 +44,7 @@ def world_size_problems(t: Training, saved_world: int, world: int) -> list[str]:
     can: the same size, no such file (the script's checkpoints are its own business),
     ZeRO off, or universal checkpoints loaded."""
     src, _ = command_ds_file(t)
-    if world == saved_world or src is None or resumes_universal(t):
+    if world == saved_world or src is None or loads_universal(src.ds):
         return []
     stage = deepspeed.zero_stage(src.ds)
     if not stage:

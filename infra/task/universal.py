@@ -65,14 +65,14 @@ def replace_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def convert(root: Path, tag: str, python: str = sys.executable) -> None:
+def convert(root: Path, tag: str) -> None:
     """`root/<tag>` into `root/<tag>_universal` by DeepSpeed's `ds_to_universal` (module
     doc). ConversionFailed: why (no partial folder is left)."""
     src, tmp = root / tag, root / f".{universal_name(tag)}.tmp"
     if not src.is_dir():
         raise ConversionFailed(f"{root / LATEST} names {tag!r}, which is not a folder of {root}")
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [python, "-m", "deepspeed.checkpoint.ds_to_universal",
+    cmd = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal",
            "--input_folder", str(src), "--output_folder", str(tmp),
            # A script's own checkpoint has no universal_checkpoint_info of Megatron's:
            # the converter then injects what it needs.
@@ -101,7 +101,7 @@ def prune(root: Path, keep: str) -> list[str]:
     return gone
 
 
-def prepare(root: Path, python: str = sys.executable) -> str:
+def prepare(root: Path) -> str:
     """Make `root/latest_universal` name the universal form of `root/latest`'s tag,
     converting it when no earlier start did (module doc); the line that says what was
     done. ConversionFailed: why, `latest_universal` removed."""
@@ -118,7 +118,7 @@ def prepare(root: Path, python: str = sys.executable) -> str:
         # and a failure must leave none that names an older step.
         pointer.unlink(missing_ok=True)
         try:
-            convert(root, tag, python)
+            convert(root, tag)
         except ConversionFailed:
             pointer.unlink(missing_ok=True)
             raise

@@ -35,7 +35,13 @@ from infra.components.launchplan import (
     target_script,
     universal_dir,
 )
-from infra.config import ConfigError, StackConfig, duration_seconds, parse_stack_config
+from infra.config import (
+    ConfigError,
+    StackConfig,
+    duration_seconds,
+    parse_stack_config,
+    resumes_universal,
+)
 from infra.render.command import rank_pattern, script_path
 from infra.render.runfiles import follow_program, forkserver_program
 from infra.render.stop import CommandRanks, stop_script
@@ -162,6 +168,7 @@ def launch_args(cfg: StackConfig, monitoring: bool) -> TrainingLaunchArgs:
         swarm=none,
         image=none,
         restart_metrics=monitoring,
+        universal_checkpoints=resumes_universal(cfg.training),
     )
 
 
